@@ -1,0 +1,5 @@
+import sys
+
+from rloo_demo.cli import main
+
+sys.exit(main())

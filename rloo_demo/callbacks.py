@@ -1,0 +1,121 @@
+"""Live metrics out of the trainer, and stop requests into it.
+
+``MetricsChannel`` is a thread-safe, append-only log of step records with any number of subscribers in other
+threads. Each subscriber keeps its own read position, so one slow reader never holds up training or another
+reader, and a subscriber that joins late (a reloaded page) still sees every step from the first.
+
+``LiveMetricsCallback`` is a ``TrainerCallback``: ``on_log`` publishes each logged step with everything TRL logs,
+and ``on_step_end`` turns a stop request into ``control.should_training_stop``, which the ``Trainer`` honours at the
+next step boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from transformers import TrainerCallback
+
+
+class MetricsChannel:
+    """Append-only step records; readers wait on a condition instead of polling."""
+
+    def __init__(self):
+        self._records: list[dict] = []
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def publish(self, record: dict) -> None:
+        with self._cond:
+            self._records.append(record)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """No more records will come; wakes every waiting reader."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def snapshot(self, start: int = 0) -> list[dict]:
+        """Records from index ``start`` on, without waiting."""
+        with self._cond:
+            return list(self._records[start:])
+
+    def wait_for(self, start: int, timeout: float | None = None) -> list[dict]:
+        """Records from ``start`` on; blocks until there is one or the channel closes (or ``timeout`` passes)."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._records) > start or self._closed, timeout=timeout)
+            return list(self._records[start:])
+
+    def subscribe(self) -> Subscription:
+        return Subscription(self)
+
+
+class Subscription:
+    """One reader's position in a ``MetricsChannel``; iterate it to get records as they arrive."""
+
+    def __init__(self, channel: MetricsChannel):
+        self.channel = channel
+        self.position = 0
+
+    def poll(self, timeout: float | None = 0.0) -> list[dict]:
+        records = (
+            self.channel.wait_for(self.position, timeout) if timeout != 0.0 else self.channel.snapshot(self.position)
+        )
+        self.position += len(records)
+        return records
+
+    def __iter__(self):
+        while True:
+            records = self.poll(timeout=None)
+            yield from records
+            if not records and self.channel.closed:
+                return
+
+
+TRAIN_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_loss")
+
+
+class LiveMetricsCallback(TrainerCallback):
+    """Publishes every logged training step and honours stop requests at step boundaries.
+
+    ``on_record`` (optional) is called with each record on the training thread, e.g. to append it to disk.
+    """
+
+    def __init__(
+        self,
+        channel: MetricsChannel,
+        stop_event: threading.Event | None = None,
+        on_record: Callable[[dict], None] | None = None,
+    ):
+        self.channel = channel
+        self.stop_event = stop_event or threading.Event()
+        self.on_record = on_record
+        self.started = time.time()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.time()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or any(k in logs for k in TRAIN_SUMMARY_KEYS) or "reward" not in logs:
+            return  # the end-of-training summary and eval logs are not step records
+        if not state.is_world_process_zero:
+            return
+        record = {"step": state.global_step, "max_steps": state.max_steps, "time": time.time() - self.started}
+        record.update({k: float(v) for k, v in logs.items() if isinstance(v, int | float)})
+        if self.on_record is not None:
+            self.on_record(record)
+        self.channel.publish(record)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stop_event.is_set():
+            control.should_training_stop = True
+        return control

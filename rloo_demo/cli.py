@@ -1,0 +1,193 @@
+"""Command line: ``python -m rloo_demo train | evaluate | infer`` (the tutorial's three scripts in one).
+
+    python -m rloo_demo train                                  # the embedded defaults, about a minute on 2 cores
+    python -m rloo_demo train --config run.yaml --max-steps 50 # a config file, with flags on top
+    python -m rloo_demo evaluate --run runs/<name>             # base vs trained on held-out prompts
+    python -m rloo_demo infer --run runs/<name> --prompt "This movie was"
+
+``train`` also runs under ``accelerate launch -m rloo_demo train ...``. A user's mistake prints one line that
+starts with ``error:`` and exits with status 2; a run that fails while training exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import types
+import typing
+from dataclasses import MISSING, fields
+
+from rloo_demo.config import ConfigError, RunConfig
+
+USER_ERRORS = (ConfigError, FileNotFoundError, ValueError, OSError)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunConfig field, with its help text; unset flags leave the config (file) value alone."""
+    hints = typing.get_type_hints(RunConfig)
+    group = parser.add_argument_group("run settings (override --config)")
+    for f in fields(RunConfig):
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        optional = isinstance(hint, types.UnionType) and type(None) in args
+        base = next((a for a in args if a is not type(None)), hint) if optional else hint
+        default = f.default if f.default is not MISSING else f.default_factory()
+        kw: dict = {"dest": f.name, "default": argparse.SUPPRESS, "help": f"{f.metadata['help']} (default: {default})"}
+        if base is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(base) is list:
+            kw.update(nargs="+", type=typing.get_args(base)[0], metavar="X")
+        else:
+            kw["type"] = base
+        group.add_argument(_flag(f.name), **kw)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rloo_demo", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tr = sub.add_parser("train", help="run RLOO and write a run folder")
+    tr.add_argument("--config", help="YAML or JSON file with RunConfig settings")
+    tr.add_argument("--evaluate", action="store_true", help="evaluate base vs trained when training ends")
+    add_config_flags(tr)
+
+    ev = sub.add_parser("evaluate", help="base vs trained on held-out prompts")
+    ev.add_argument("--run", required=True, help="a finished run folder")
+    ev.add_argument("--num-prompts", type=int, default=64, help="held-out prompts (default: 64)")
+    ev.add_argument("--samples-per-prompt", type=int, default=2, help="samples per prompt and model (default: 2)")
+    ev.add_argument("--seed", type=int, default=0, help="sampling seed, the same for both models (default: 0)")
+    ev.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    ev.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (default: 1.0)")
+    ev.add_argument("--json", action="store_true", help="print the full result as JSON instead of the report")
+
+    inf = sub.add_parser("infer", help="generate from a trained run (or any model) for a prompt")
+    src = inf.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run", help="a run folder with a trained model")
+    src.add_argument("--model", help="a model folder, hub id or 'embedded:tiny-imdb-gpt2'")
+    inf.add_argument("--prompt", default="This movie was", help="the prompt (default: 'This movie was')")
+    inf.add_argument("--num-samples", type=int, default=1, help="completions to sample (default: 1)")
+    inf.add_argument("--max-new-tokens", type=int, default=40, help="tokens per completion (default: 40)")
+    inf.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
+    inf.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling threshold (default: 0.95)")
+    inf.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    base = RunConfig.load(args.config).to_dict() if getattr(args, "config", None) else {}
+    names = {f.name for f in fields(RunConfig)}
+    base.update({k: v for k, v in vars(args).items() if k in names})
+    return RunConfig.from_dict(base)
+
+
+def cmd_train(args) -> int:
+    from rloo_demo.training import train
+
+    config = config_from_args(args).validate()
+    state = train(config, progress=True)
+    if state.run is None:  # a non-main process of a multi-process run
+        return 0 if state.status != "failed" else 1
+    print(f"run folder: {state.run.path}")
+    print(f"status: {state.status}")
+    if state.status == "failed":
+        print(f"error: run failed: {state.error}", file=sys.stderr)
+        return 1
+    if args.evaluate:
+        return cmd_evaluate(
+            argparse.Namespace(
+                run=str(state.run.path),
+                num_prompts=64,
+                samples_per_prompt=2,
+                seed=0,
+                temperature=1.0,
+                top_p=1.0,
+                json=False,
+            )
+        )
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from tqdm.auto import tqdm
+
+    from rloo_demo.evaluation import evaluate, format_report, heldout_prompts
+    from rloo_demo.runs import open_run
+    from rloo_demo.training import load_policy
+
+    run = open_run(args.run)
+    if run.model_dir is None:
+        raise FileNotFoundError(f"run {run.name!r} has no trained model yet (status: {run.status().get('status')})")
+    config = run.config()
+    if args.num_prompts < 1 or args.samples_per_prompt < 1:
+        raise ValueError("--num-prompts and --samples-per-prompt must be at least 1")
+    prompts = heldout_prompts(config, args.num_prompts)
+    base, tokenizer = load_policy(config.policy)
+    trained, _ = load_policy(str(run.model_dir))
+    bar = tqdm(total=2 * len(prompts), desc="evaluate", unit="prompt", file=sys.stderr)
+
+    def progress(done, total):
+        bar.n = done
+        bar.refresh()
+
+    result = evaluate(
+        base,
+        trained,
+        tokenizer,
+        config,
+        prompts,
+        args.samples_per_prompt,
+        args.seed,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        progress=progress,
+    )
+    bar.close()
+    run.write_json("evaluation.json", result)
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
+def cmd_infer(args) -> int:
+    from rloo_demo.runs import open_run
+    from rloo_demo.sampling import sample
+    from rloo_demo.training import load_policy
+
+    if args.run:
+        run = open_run(args.run)
+        if run.model_dir is None:
+            raise FileNotFoundError(f"run {run.name!r} has no trained model (status: {run.status().get('status')})")
+        name = str(run.model_dir)
+    else:
+        name = args.model
+    model, tokenizer = load_policy(name)
+    for s in sample(
+        model, tokenizer, args.prompt, args.num_samples, args.max_new_tokens, args.temperature, args.top_p, args.seed
+    ):
+        print(args.prompt + s["text"])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    handler = {"train": cmd_train, "evaluate": cmd_evaluate, "infer": cmd_infer}[args.command]
+    try:
+        return handler(args)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

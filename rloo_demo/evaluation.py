@@ -1,0 +1,148 @@
+"""Base versus trained policy on held-out prompts, with the same sampling seed for both.
+
+For every held-out prompt both models sample with the same seed; every completion is scored by each reward function
+the run trained on and by a scorer it did not train on (VADER for a classifier-trained run, the classifier for a
+VADER-trained run). A policy that games its reward shows up as a gain on the trained reward without one on the
+held-out scorer.
+
+The difference of the trained reward's means comes with a 95% paired bootstrap interval over prompts. ``kl`` is a
+Monte-Carlo estimate of KL(trained || base) per completion: the mean over trained samples of
+``log p_trained(y) - log p_base(y)``.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+
+from rloo_demo.config import RunConfig
+from rloo_demo.data import prompt_dataset
+from rloo_demo.rewards import WeightedReward, build_reward
+from rloo_demo.sampling import sample, sequence_logprob
+
+
+def heldout_scorers(trained_on: Sequence[str]) -> list[str]:
+    """Reward names to score with that the run did not train on."""
+    extra = []
+    if "vader_compound" not in trained_on:
+        extra.append("vader_compound")
+    if "sentiment_classifier" not in trained_on:
+        extra.append("sentiment_classifier")
+    return extra
+
+
+def bootstrap_interval(diffs: Sequence[float], n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of paired differences."""
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
+    return means[int(0.025 * n_resamples)], means[int(0.975 * n_resamples) - 1]
+
+
+def heldout_prompts(config: RunConfig, limit: int) -> list[str]:
+    return prompt_dataset(
+        config.data_source, "heldout", config.prompt_template, config.prompt_words, limit, config.text_column
+    )["prompt"]
+
+
+def evaluate(
+    base_model,
+    trained_model,
+    tokenizer,
+    config: RunConfig,
+    prompts: Sequence[str],
+    samples_per_prompt: int = 2,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Evaluate and return a JSON-ready dict (see module docstring)."""
+    trained_reward = WeightedReward.from_names(config.rewards, config.weights)
+    extra_names = heldout_scorers(config.rewards)
+    extra = [build_reward(n) for n in extra_names]
+    max_new_tokens = max_new_tokens or config.max_new_tokens
+
+    per_model: dict[str, dict] = {}
+    for label, model in (("base", base_model), ("trained", trained_model)):
+        texts, prompt_of, ids = [], [], []
+        for i, prompt in enumerate(prompts):
+            for s in sample(model, tokenizer, prompt, samples_per_prompt, max_new_tokens, temperature, top_p, seed + i):
+                texts.append(s["text"])
+                ids.append(s["token_ids"])
+                prompt_of.append(prompt)
+            if progress:
+                progress(i + 1 + (len(prompts) if label == "trained" else 0), 2 * len(prompts))
+        scores = trained_reward.score_each(prompt_of, texts)
+        for fn in extra:
+            scores[fn.__name__] = fn(prompts=prompt_of, completions=texts)
+        per_model[label] = {
+            "texts": texts,
+            "ids": ids,
+            "prompts": prompt_of,
+            "scores": scores,
+            "reward": trained_reward.combine(scores),
+        }
+
+    base, trained = per_model["base"], per_model["trained"]
+    k = samples_per_prompt
+    # Paired by prompt: both models saw the same prompts with the same seeds.
+    diffs = [
+        statistics.fmean(trained["reward"][i * k : (i + 1) * k]) - statistics.fmean(base["reward"][i * k : (i + 1) * k])
+        for i in range(len(prompts))
+    ]
+    lo, hi = bootstrap_interval(diffs, seed=seed)
+    kl = statistics.fmean(
+        sequence_logprob(trained_model, tokenizer, p, y) - sequence_logprob(base_model, tokenizer, p, y)
+        for p, y in zip(trained["prompts"], trained["ids"], strict=True)
+    )
+    functions = list(trained["scores"])
+    return {
+        "num_prompts": len(prompts),
+        "samples_per_prompt": k,
+        "seed": seed,
+        "trained_on": trained_reward.names,
+        "heldout_scorers": [fn.__name__ for fn in extra],
+        "base_mean_reward": statistics.fmean(base["reward"]),
+        "trained_mean_reward": statistics.fmean(trained["reward"]),
+        "difference": statistics.fmean(diffs),
+        "difference_ci95": [lo, hi],
+        "per_function": {
+            name: {
+                "base": statistics.fmean(base["scores"][name]),
+                "trained": statistics.fmean(trained["scores"][name]),
+            }
+            for name in functions
+        },
+        "kl_trained_vs_base": kl,
+        "base_rewards": base["reward"],
+        "trained_rewards": trained["reward"],
+        "samples": [
+            {"prompt": base["prompts"][j], "base": base["texts"][j], "trained": trained["texts"][j]}
+            for j in range(0, min(len(base["texts"]), 8 * k), k)
+        ],
+    }
+
+
+def format_report(result: dict) -> str:
+    """The tutorial's two lines first, then the rest."""
+    lines = [
+        f"base_mean_reward={result['base_mean_reward']:.4f}",
+        f"trained_mean_reward={result['trained_mean_reward']:.4f}",
+        f"difference={result['difference']:+.4f}  95% bootstrap CI [{result['difference_ci95'][0]:+.4f}, "
+        f"{result['difference_ci95'][1]:+.4f}]  ({result['num_prompts']} held-out prompts x "
+        f"{result['samples_per_prompt']} samples, seed {result['seed']})",
+    ]
+    for name, m in result["per_function"].items():
+        tag = "held-out scorer" if name in result["heldout_scorers"] else "trained on"
+        lines.append(f"  {name:<24} base {m['base']:+.4f}  trained {m['trained']:+.4f}  ({tag})")
+    lines.append(f"kl_trained_vs_base={result['kl_trained_vs_base']:.3f} nats per completion")
+    lines.append("")
+    lines.append("Sample completions (same prompt, same seed):")
+    for s in result["samples"][:4]:
+        lines.append(f"  prompt : {s['prompt']}")
+        lines.append(f"  base   : {s['base']}")
+        lines.append(f"  trained: {s['trained']}")
+    return "\n".join(lines)

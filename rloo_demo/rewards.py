@@ -1,0 +1,167 @@
+"""Reward functions with TRL's signature, and a registry that builds weighted combinations of them.
+
+Every reward function takes ``(prompts, completions, completion_ids=None, **columns)`` and returns one float in
+[-1, 1] per completion. TRL logs each function's mean under ``rewards/<function __name__>/mean``, so the names are
+chosen to read well as metric keys.
+
+Registered names (``REWARDS``):
+- ``sentiment_classifier``: signed probability of the embedded sentiment classifier (POSITIVE: +p,
+  NEGATIVE: -p), the tutorial's reward with a model that ships in ``assets/``;
+- ``vader_compound``: VADER's compound score, a lexicon-and-rules scorer that shares nothing with the classifier,
+  so each can expose reward hacking of the other;
+- ``length_penalty``: -1 for an empty completion rising linearly to 0 at 12 words, to discourage collapse into
+  very short outputs when combined with a sentiment reward;
+- ``classifier:<hub id or folder>``: any sentiment classifier that ``pipeline("sentiment-analysis")`` loads.
+Only the completion is scored, not the prompt: the policy is rewarded for what it wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rloo_demo.hub import EMBEDDED_CLASSIFIER, resolve_model
+
+RewardFn = Callable[..., list[float]]
+
+POSITIVE_LABELS = ("POSITIVE", "POS", "LABEL_1")
+
+
+def completion_text(completion) -> str:
+    """The text of a completion: a string, or TRL's conversational form (a list of messages)."""
+    if isinstance(completion, list):
+        return " ".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in completion)
+    return str(completion)
+
+
+def signed_label_score(item: dict) -> float:
+    """POSITIVE -> +p, anything else -> -p: a classifier output as a score in [-1, 1]."""
+    score = float(item["score"])
+    return score if str(item["label"]).upper() in POSITIVE_LABELS else -score
+
+
+# ----------------------------------------------------------------------------- classifier
+
+
+_PIPELINES: dict[str, object] = {}
+_PIPELINE_LOCK = threading.Lock()
+
+
+def sentiment_pipeline(model: str = EMBEDDED_CLASSIFIER):
+    """A cached ``transformers`` sentiment-analysis pipeline on the CPU (or the first GPU)."""
+    folder = resolve_model(model, alternative=EMBEDDED_CLASSIFIER)
+    with _PIPELINE_LOCK:
+        if folder not in _PIPELINES:
+            import torch
+            from transformers import pipeline
+
+            device = 0 if torch.cuda.is_available() else -1
+            _PIPELINES[folder] = pipeline("sentiment-analysis", model=folder, tokenizer=folder, device=device)
+        return _PIPELINES[folder]
+
+
+def make_classifier_reward(model: str = EMBEDDED_CLASSIFIER, name: str | None = None) -> RewardFn:
+    """A reward function scoring completions with a sentiment classifier (signed probability)."""
+    folder = resolve_model(model, alternative=EMBEDDED_CLASSIFIER)  # fail fast, before training starts
+
+    def reward(prompts, completions, completion_ids=None, **columns) -> list[float]:
+        texts = [completion_text(c) for c in completions]
+        results = sentiment_pipeline(folder)(texts, truncation=True, max_length=256, batch_size=64)
+        return [signed_label_score(r) for r in results]
+
+    reward.__name__ = name or "sentiment_classifier"
+    return reward
+
+
+# ----------------------------------------------------------------------------- VADER
+
+_VADER = None
+
+
+def _vader():
+    global _VADER
+    if _VADER is None:
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+        _VADER = SentimentIntensityAnalyzer()
+    return _VADER
+
+
+def vader_compound(prompts, completions, completion_ids=None, **columns) -> list[float]:
+    """VADER's compound sentiment score of each completion, in [-1, 1]."""
+    analyzer = _vader()
+    return [float(analyzer.polarity_scores(completion_text(c))["compound"]) for c in completions]
+
+
+# ----------------------------------------------------------------------------- length
+
+LENGTH_TARGET_WORDS = 12
+
+
+def length_penalty(prompts, completions, completion_ids=None, **columns) -> list[float]:
+    """-1 for an empty completion, rising linearly to 0 at ``LENGTH_TARGET_WORDS`` words and above."""
+    return [min(0.0, len(completion_text(c).split()) / LENGTH_TARGET_WORDS - 1.0) for c in completions]
+
+
+# ----------------------------------------------------------------------------- registry
+
+REWARDS: dict[str, Callable[[], RewardFn]] = {
+    "sentiment_classifier": make_classifier_reward,
+    "vader_compound": lambda: vader_compound,
+    "length_penalty": lambda: length_penalty,
+}
+CLASSIFIER_PREFIX = "classifier:"
+
+
+def metric_name(name: str) -> str:
+    """The function name (and so the TRL metric key) for a registered reward name."""
+    if name.startswith(CLASSIFIER_PREFIX):
+        return "classifier_" + re.sub(r"[^0-9A-Za-z]+", "_", name.removeprefix(CLASSIFIER_PREFIX)).strip("_")
+    return name
+
+
+def check_reward_name(name: str) -> None:
+    """Raise ``ValueError`` with the known names for an unknown reward name (no model is loaded)."""
+    if name in REWARDS or (name.startswith(CLASSIFIER_PREFIX) and len(name) > len(CLASSIFIER_PREFIX)):
+        return
+    raise ValueError(f"unknown reward {name!r}; choose from {', '.join(REWARDS)} or 'classifier:<hub id or folder>'")
+
+
+def build_reward(name: str) -> RewardFn:
+    check_reward_name(name)
+    if name.startswith(CLASSIFIER_PREFIX):
+        return make_classifier_reward(name.removeprefix(CLASSIFIER_PREFIX), name=metric_name(name))
+    return REWARDS[name]()
+
+
+@dataclass(frozen=True)
+class WeightedReward:
+    """Several reward functions and their weights, summed the way ``RLOOTrainer`` sums them."""
+
+    functions: tuple[RewardFn, ...]
+    weights: tuple[float, ...]
+
+    @classmethod
+    def from_names(cls, names: Sequence[str], weights: Sequence[float] | None = None) -> WeightedReward:
+        weights = tuple(weights) if weights is not None else (1.0,) * len(names)
+        if len(weights) != len(names):
+            raise ValueError(f"{len(names)} reward functions but {len(weights)} weights; give one weight each")
+        return cls(tuple(build_reward(n) for n in names), tuple(float(w) for w in weights))
+
+    @property
+    def names(self) -> list[str]:
+        return [f.__name__ for f in self.functions]
+
+    def score_each(self, prompts: Sequence[str], completions: Sequence[str]) -> dict[str, list[float]]:
+        """Every function's raw scores, by function name."""
+        return {f.__name__: f(prompts=list(prompts), completions=list(completions)) for f in self.functions}
+
+    def combine(self, per_function: dict[str, list[float]]) -> list[float]:
+        """The weighted sum of raw scores, per completion."""
+        columns = [per_function[f.__name__] for f in self.functions]
+        return [sum(w * s for w, s in zip(self.weights, row, strict=True)) for row in zip(*columns, strict=True)]
+
+    def __call__(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+        return self.combine(self.score_each(prompts, completions))

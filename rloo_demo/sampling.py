@@ -1,0 +1,85 @@
+"""Seeded sampling from a causal LM, independent of torch's global random state.
+
+``model.generate`` draws from torch's global generator, which a training thread in the same process also draws
+from; two samplers would then change each other's results. This sampler owns a ``torch.Generator``, so the same
+seed gives the same completions for the base and the trained model, even while a run trains next door.
+
+All samples of one prompt are decoded as one batch of identical rows, so no padding (and no position-id
+bookkeeping) is needed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+    cumulative = sorted_logits.softmax(-1).cumsum(-1)
+    drop = cumulative - sorted_logits.softmax(-1) > top_p  # keep the smallest set whose mass reaches top_p
+    sorted_logits[drop] = float("-inf")
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+@torch.no_grad()
+def sample(
+    model,
+    tokenizer,
+    prompt: str,
+    num_samples: int = 1,
+    max_new_tokens: int = 24,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+) -> list[dict]:
+    """``num_samples`` completions of ``prompt``: ``[{"text", "token_ids"}]``, stopping each at EOS."""
+    device = next(model.parameters()).device
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    if ids.size(1) == 0:
+        ids = torch.tensor([[tokenizer.bos_token_id or tokenizer.eos_token_id]])
+    max_ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", 2048)
+    ids = ids[:, -(max_ctx - max_new_tokens) :].repeat(num_samples, 1).to(device)
+    eos = tokenizer.eos_token_id
+    done = torch.zeros(num_samples, dtype=torch.bool)
+    out = torch.empty(num_samples, 0, dtype=torch.long)
+    past, step_input = None, ids
+    was_training = model.training
+    model.eval()
+    try:
+        for _ in range(max_new_tokens):
+            result = model(input_ids=step_input, past_key_values=past, use_cache=True)
+            past = result.past_key_values
+            logits = result.logits[:, -1, :].float().cpu() / max(temperature, 1e-6)
+            probs = _filter_top_p(logits, top_p).softmax(-1)
+            token = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+            token[done] = eos if eos is not None else token[done]
+            out = torch.cat([out, token[:, None]], dim=1)
+            if eos is not None:
+                done |= token == eos
+                if bool(done.all()):
+                    break
+            step_input = token[:, None].to(device)
+    finally:
+        model.train(was_training)
+    samples = []
+    for row in out.tolist():
+        if eos is not None and eos in row:
+            row = row[: row.index(eos)]
+        samples.append({"text": tokenizer.decode(row, skip_special_tokens=True), "token_ids": row})
+    return samples
+
+
+@torch.no_grad()
+def sequence_logprob(model, tokenizer, prompt: str, completion_ids: list[int]) -> float:
+    """Sum over the completion's tokens of log p(token | prompt, earlier tokens) under ``model``."""
+    if not completion_ids:
+        return 0.0
+    device = next(model.parameters()).device
+    prompt_ids = tokenizer(prompt, return_tensors="pt").input_ids[0].tolist()
+    ids = torch.tensor([prompt_ids + completion_ids], device=device)
+    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    logps = logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids, device=device)[:, None])
+    return float(logps.sum())

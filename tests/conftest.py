@@ -1,0 +1,25 @@
+"""Shared test setup: offline, no tokenizer threads, and small fixtures built in tmp_path.
+
+Run everything with ``python -m pytest`` from the repository root; ``-m "not slow"`` skips the long tests.
+"""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # every test runs as on a machine without the hub
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"  # screenshots and other outputs a person may want to look at after a run
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    """A RunConfig for a few fast steps of the embedded policy, writing into tmp_path."""
+    from rloo_demo.config import RunConfig
+
+    return RunConfig(max_steps=3, prompts_per_step=2, num_generations=4, max_new_tokens=8, output_dir=str(tmp_path))

@@ -1,0 +1,82 @@
+"""Leave-one-out math: ``python -m pytest tests/test_advantages.py``."""
+
+import math
+
+import pytest
+
+from rloo_demo.advantages import (
+    batch_advantages,
+    group,
+    leave_one_out_advantages,
+    leave_one_out_baselines,
+    normalize,
+    shaped_rewards,
+    weighted_reward,
+)
+
+
+def test_worked_example_three_prompts_four_completions():
+    # The classic example: 3 prompts x 4 completions; each baseline is the mean of the other three rewards.
+    rewards = [
+        [1.0, 0.0, 0.5, 0.5],
+        [0.2, 0.4, 0.6, 0.8],
+        [-1.0, 1.0, -1.0, 1.0],
+    ]
+    flat = [r for g in rewards for r in g]
+    out = batch_advantages(flat, k=4)
+    for gi, g in enumerate(rewards):
+        for i, r in enumerate(g):
+            others = [x for j, x in enumerate(g) if j != i]
+            assert out["baselines"][gi * 4 + i] == pytest.approx(sum(others) / 3)
+            assert out["advantages"][gi * 4 + i] == pytest.approx(r - sum(others) / 3)
+    # first group by hand: baseline of completion 0 is (0 + 0.5 + 0.5) / 3
+    assert out["baselines"][0] == pytest.approx(1 / 3)
+    assert out["advantages"][0] == pytest.approx(2 / 3)
+
+
+def test_group_advantages_sum_to_zero():
+    adv = leave_one_out_advantages([0.3, -0.7, 0.1, 0.9, 0.0])
+    assert math.fsum(adv) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_advantage_is_scaled_deviation_from_group_mean():
+    # r_i - mean(others) = K/(K-1) * (r_i - mean(all))
+    g = [0.1, 0.5, 0.9, 0.3]
+    mean = sum(g) / 4
+    for a, r in zip(leave_one_out_advantages(g), g, strict=True):
+        assert a == pytest.approx(4 / 3 * (r - mean))
+
+
+def test_equal_rewards_give_zero_advantage():
+    assert leave_one_out_advantages([0.4, 0.4, 0.4]) == pytest.approx([0, 0, 0])
+
+
+def test_single_completion_is_rejected():
+    with pytest.raises(ValueError, match="at least 2"):
+        leave_one_out_baselines([1.0])
+
+
+def test_group_split_must_be_exact():
+    assert group([1, 2, 3, 4], 2) == [[1, 2], [3, 4]]
+    with pytest.raises(ValueError, match="does not split"):
+        group([1, 2, 3], 2)
+
+
+def test_kl_shaping_happens_before_the_baseline():
+    rewards, kl, beta = [1.0, 1.0], [0.0, 10.0], 0.1
+    shaped = shaped_rewards(rewards, kl, beta)
+    assert shaped == pytest.approx([1.0, 0.0])
+    # equal raw rewards, but the high-KL completion is pushed down
+    assert leave_one_out_advantages(shaped) == pytest.approx([1.0, -1.0])
+    assert shaped_rewards(rewards, kl, 0.0) == rewards
+
+
+def test_normalize_uses_sample_std_and_eps():
+    vals = [1.0, 2.0, 3.0]
+    out = normalize(vals)
+    assert out == pytest.approx([-1 / (1 + 1e-4), 0.0, 1 / (1 + 1e-4)])
+
+
+def test_weighted_reward():
+    out = weighted_reward({"a": [1.0, -1.0], "b": [0.5, 0.5]}, {"a": 2.0, "b": -1.0})
+    assert out == pytest.approx([1.5, -2.5])

@@ -1,0 +1,83 @@
+"""Embedded data, the split and the prompt templates: ``python -m pytest tests/test_data.py``."""
+
+import json
+
+import pytest
+
+from rloo_demo.data import (
+    INSTRUCTION_TEMPLATE,
+    clean_text,
+    continuation_prompt,
+    instruction_prompt,
+    is_heldout,
+    load_embedded,
+    load_texts,
+    prompt_dataset,
+    split,
+)
+
+
+def test_embedded_imdb_is_complete_and_clean():
+    imdb = load_embedded("imdb")
+    assert len(imdb) == 25_000
+    assert sorted(set(imdb["label"])) == [0, 1]
+    assert not any("<br" in t for t in imdb["text"][:5000])
+    rt = load_embedded("rotten_tomatoes")
+    assert len(rt) == 8_530
+
+
+def test_clean_text():
+    assert clean_text("Great.<br /><br />Really   great<BR/>!") == "Great. Really great !"
+
+
+def test_split_is_deterministic_and_disjoint():
+    imdb = load_embedded("imdb")
+    train, held = split(imdb, "train"), split(imdb, "heldout")
+    assert len(train) + len(held) == len(imdb)
+    assert 0.08 < len(held) / len(imdb) < 0.12
+    assert not set(train["text"]) & set(held["text"])  # duplicates land on one side
+    assert all(is_heldout(t) for t in held["text"][:200])
+    assert held["text"][:50] == split(load_embedded("imdb"), "heldout")["text"][:50]
+
+
+def test_heldout_prompts_are_disjoint_from_training_prompts():
+    train = set(prompt_dataset(part="train")["prompt"])
+    held = prompt_dataset(part="heldout")["prompt"]
+    assert len(held) > 1000
+    assert not train & set(held)
+
+
+def test_continuation_template():
+    assert continuation_prompt("one two three four five", 3) == "one two three"
+    ds = prompt_dataset(template="continuation", num_words=6, limit=20)
+    assert len(ds) == 20
+    assert all(len(p.split()) <= 6 for p in ds["prompt"])
+
+
+def test_instruction_template():
+    p = instruction_prompt("A warm film with a great cast. " * 50)
+    assert p.startswith("Write one short, clearly positive movie comment in English.")
+    assert p.endswith("Positive comment:")
+    assert len(p) < len(INSTRUCTION_TEMPLATE) + 710
+    ds = prompt_dataset(template="instruction", limit=3)
+    assert all("IMDB review excerpt" in x for x in ds["prompt"])
+
+
+def test_unknown_template():
+    with pytest.raises(ValueError, match="unknown prompt template"):
+        prompt_dataset(template="chat", limit=1)
+
+
+def test_local_csv_and_jsonl_sources(tmp_path):
+    csv_path = tmp_path / "r.csv"
+    csv_path.write_text("id,body\n" + "\n".join(f"{i},review number {i} was a lovely film" for i in range(40)))
+    ds = load_texts(str(csv_path), text_column="body")
+    assert len(ds) == 40 and "heldout" in ds.column_names
+    jl = tmp_path / "r.jsonl"
+    jl.write_text("\n".join(json.dumps({"text": f"line {i} of a review"}) for i in range(30)))
+    prompts = prompt_dataset(str(jl), part="train", num_words=2)["prompt"]
+    assert prompts and all(p.startswith("line") for p in prompts)
+    with pytest.raises(ValueError, match="no column 'text'"):
+        load_texts(str(csv_path))
+    with pytest.raises(FileNotFoundError):
+        load_texts(str(tmp_path / "missing.csv"))

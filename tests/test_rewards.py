@@ -1,0 +1,85 @@
+"""Reward functions, the registry and weighted combination: ``python -m pytest tests/test_rewards.py``."""
+
+import pytest
+from transformers import pipeline
+
+from rloo_demo.hub import resolve_model
+from rloo_demo.rewards import (
+    REWARDS,
+    WeightedReward,
+    build_reward,
+    length_penalty,
+    make_classifier_reward,
+    metric_name,
+    signed_label_score,
+    vader_compound,
+)
+
+POSITIVE = [
+    "A wonderful, moving film with brilliant acting. I loved every minute of it.",
+    "One of the best movies I have ever seen, a true masterpiece.",
+]
+NEGATIVE = [
+    "A terrible, boring mess. The acting was awful and I hated it.",
+    "The worst movie of the year, a complete waste of time.",
+]
+
+
+def test_classifier_loads_through_the_tutorials_pipeline():
+    folder = resolve_model("embedded:tiny-imdb-sentiment")
+    pipe = pipeline("sentiment-analysis", model=folder)
+    assert pipe.model.config.id2label == {0: "NEGATIVE", 1: "POSITIVE"}
+    out = pipe(POSITIVE + NEGATIVE)
+    assert [o["label"] for o in out] == ["POSITIVE"] * 2 + ["NEGATIVE"] * 2
+
+
+@pytest.mark.parametrize("fn", [make_classifier_reward(), vader_compound], ids=["classifier", "vader"])
+def test_reward_signs(fn):
+    pos = fn(prompts=[""] * 2, completions=POSITIVE)
+    neg = fn(prompts=[""] * 2, completions=NEGATIVE)
+    assert all(0 < s <= 1 for s in pos), pos
+    assert all(-1 <= s < 0 for s in neg), neg
+
+
+def test_function_names_are_the_metric_keys():
+    assert make_classifier_reward().__name__ == "sentiment_classifier"
+    assert vader_compound.__name__ == "vader_compound"
+    assert {build_reward(n).__name__ for n in REWARDS} == set(REWARDS)
+    assert metric_name("classifier:distilbert/sst-2") == "classifier_distilbert_sst_2"
+
+
+def test_signed_label_score():
+    assert signed_label_score({"label": "POSITIVE", "score": 0.9}) == 0.9
+    assert signed_label_score({"label": "NEGATIVE", "score": 0.8}) == -0.8
+
+
+def test_length_penalty():
+    out = length_penalty(prompts=[""] * 3, completions=["", "six words in this little one", " ".join(["w"] * 30)])
+    assert out == pytest.approx([-1.0, -0.5, 0.0])
+
+
+def test_conversational_completions_are_scored():
+    assert vader_compound(prompts=[""], completions=[[{"role": "assistant", "content": "I love it"}]])[0] > 0
+
+
+def test_weighted_combination():
+    combo = WeightedReward.from_names(["vader_compound", "length_penalty"], [2.0, 0.5])
+    texts = ["great", "I hated this dull and boring film, a truly bad one"]
+    each = combo.score_each([""] * 2, texts)
+    expected = [2.0 * v + 0.5 * p for v, p in zip(each["vader_compound"], each["length_penalty"], strict=True)]
+    assert combo([""] * 2, texts) == pytest.approx(expected)
+    assert combo.names == ["vader_compound", "length_penalty"]
+    with pytest.raises(ValueError, match="weights"):
+        WeightedReward.from_names(["vader_compound"], [1.0, 2.0])
+
+
+def test_user_classifier_by_folder():
+    folder = resolve_model("embedded:tiny-imdb-sentiment")
+    fn = build_reward(f"classifier:{folder}")
+    assert fn.__name__.startswith("classifier_")
+    assert fn(prompts=[""], completions=POSITIVE[:1])[0] > 0
+
+
+def test_unknown_reward():
+    with pytest.raises(ValueError, match="unknown reward"):
+        build_reward("bleu")
