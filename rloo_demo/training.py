@@ -93,6 +93,7 @@ class RunState:
     status: str = "pending"
     error: str | None = None
     trainer: object = None
+    rollouts: dict[int, list[dict]] = field(default_factory=dict)  # step -> prompt groups, for live readers
     started: float | None = None
     finished: float | None = None
 
@@ -186,8 +187,15 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False):
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
-        rollout_sink=run.append_rollouts if run is not None else None,
+        rollout_sink=lambda step, groups: _keep_rollouts(state, step, groups),
     )
+
+
+def _keep_rollouts(state: RunState, step: int, groups: list[dict]) -> None:
+    """Append a step's groups to the run folder and keep them in memory for live readers."""
+    if state.run is not None:
+        state.run.append_rollouts(step, groups)
+    state.rollouts[step] = groups
 
 
 class TrainingJob:

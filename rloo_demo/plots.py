@@ -1,0 +1,293 @@
+"""Plotly figure builders for the live training view, the rollout explorer and the evaluation.
+
+Every function is pure: it takes the plain records the trainer logs (one dict per optimisation step), a captured
+rollout group, or an evaluation result, and returns a fresh ``plotly.graph_objects.Figure``. Nothing here imports
+gradio or touches files, so the builders can be tested and reused without a server.
+
+Metric keys can be missing (TRL does not log ``kl`` when beta = 0); a builder then returns an empty figure with an
+annotation that says why, instead of raising, because a live page redraws on every step and must never break.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+# Mid-luminance, colourblind-friendly colours: legible on a white page and on a near-black one alike.
+PALETTE = ["#4C9BE8", "#E8A33D", "#3DBE8B", "#D9534F", "#9B7BD8", "#5BC0C8", "#C97FB0"]
+POSITIVE, NEGATIVE, NEUTRAL = "#3DBE8B", "#D9534F", "#9A9A9A"
+GRID = "rgba(128,128,128,0.25)"
+AXIS_TEXT = "#888"
+UIREVISION = "rloo-demo"  # constant, so a zoom or pan survives the redraw on each new step
+ZERO_ADVANTAGE = 1e-6  # below this an advantage pushes the policy neither way; float noise, not signal
+
+# Axis labels with units for the metrics TRL logs; used by the overlay, which can plot any of them.
+LABELS = {
+    "reward": "reward (score in [-1, 1] per completion)",
+    "reward_std": "reward std within a group",
+    "kl": "KL to reference (nats/token)",
+    "entropy": "entropy (nats/token)",
+    "loss": "loss (surrogate, unitless)",
+    "completions/mean_length": "completion length (tokens)",
+    "frac_reward_zero_std": "fraction of groups (0..1)",
+    "learning_rate": "learning rate",
+    "step_time": "time per step (s)",
+}
+
+
+def smooth(values: Sequence[float | None], weight: float) -> list[float | None]:
+    """TensorBoard's debiased exponential moving average; ``weight`` 0 returns the values unchanged.
+
+    Debiasing divides by ``1 - weight**n`` so the first points are not dragged towards zero by the empty start.
+    None and NaN pass through at their position and do not disturb the average, so the length never changes.
+    ``weight`` is clamped to [0, 0.999]: 1 would freeze the curve at its first value.
+    """
+    weight = min(max(float(weight), 0.0), 0.999)
+    out: list[float | None] = []
+    last, n = 0.0, 0
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(v)
+            continue
+        last = last * weight + (1 - weight) * v
+        n += 1
+        out.append(last / (1 - weight**n))
+    return out
+
+
+def _finite(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _series(records: Sequence[dict], *keys: str) -> tuple[list, ...]:
+    """Steps and values of the records where every key holds a finite number; the step falls back to position."""
+    rows = [(r.get("step", i), r) for i, r in enumerate(records) if all(_finite(r.get(k)) for k in keys)]
+    return ([step for step, _ in rows], *([float(r[k]) for _, r in rows] for k in keys))
+
+
+def _figure(title: str, x_title: str, y_title: str, height: int = 220, legend: bool = False, top: int = 40):
+    fig = go.Figure()
+    axis = dict(gridcolor=GRID, zerolinecolor=GRID, linecolor=GRID, color=AXIS_TEXT, title_font_size=12)
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left", font_size=14),
+        height=height,
+        margin=dict(l=50, r=10, t=top, b=40),
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font=dict(color=AXIS_TEXT, size=12),
+        colorway=PALETTE,
+        showlegend=legend,
+        legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom", bgcolor="rgba(0,0,0,0)"),
+        hovermode="x unified",
+        uirevision=UIREVISION,
+        xaxis=dict(axis, title_text=x_title),
+        yaxis=dict(axis, title_text=y_title),
+    )
+    return fig
+
+
+def _note(fig: go.Figure, text: str) -> go.Figure:
+    """Mark a figure as empty on purpose, so a blank plot reads as 'nothing to show' rather than 'broken'."""
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font_size=13)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    return fig
+
+
+def _line(fig: go.Figure, x, y, name: str, color: str, smoothing: float, dash: str = "solid", legend=True) -> None:
+    """A metric line; with smoothing the raw points stay visible but faint, so noise is not hidden."""
+    if smoothing > 0:
+        fig.add_scatter(
+            x=x,
+            y=y,
+            mode="lines",
+            line=dict(color=color, width=1, dash=dash),
+            opacity=0.3,
+            name=f"{name} (raw)",
+            legendgroup=name,
+            showlegend=False,
+            hoverinfo="skip",
+        )
+        y = smooth(y, smoothing)
+    fig.add_scatter(
+        x=x,
+        y=y,
+        mode="lines",
+        line=dict(color=color, width=2, dash=dash),
+        name=name,
+        legendgroup=name,
+        showlegend=legend,
+    )
+
+
+def reward_names(records: Sequence[dict]) -> list[str]:
+    """Reward function names, from the ``rewards/<name>/mean`` keys, in first-seen order."""
+    names: dict[str, None] = {}
+    for r in records:
+        for key in r:
+            if key.startswith("rewards/") and key.endswith("/mean"):
+                names.setdefault(key[len("rewards/") : -len("/mean")], None)
+    return list(names)
+
+
+def reward_figure(records: Sequence[dict], smoothing: float = 0.0) -> go.Figure:
+    """Total reward per step with a ±1 std band (spread within groups), plus each reward function's mean."""
+    fig = _figure("Reward", "optimisation step", LABELS["reward"], height=320, legend=True, top=60)
+    steps, mean = _series(records, "reward")
+    if not steps:
+        return _note(fig, "No reward logged yet: the first point appears after the first optimisation step.")
+    band_steps, band_mean, band_std = _series(records, "reward", "reward_std")
+    if band_steps:
+        # The band follows the solid line, so it is smoothed with the same weight as the mean.
+        centre, spread = smooth(band_mean, smoothing), smooth(band_std, smoothing)
+        upper = [c + s for c, s in zip(centre, spread, strict=True)]
+        lower = [c - s for c, s in zip(centre, spread, strict=True)]
+        fig.add_scatter(
+            x=band_steps + band_steps[::-1],
+            y=upper + lower[::-1],
+            fill="toself",
+            mode="lines",
+            line=dict(width=0),
+            fillcolor="rgba(76,155,232,0.18)",
+            name="±1 std",
+            hoverinfo="skip",
+        )
+    _line(fig, steps, mean, "total reward", PALETTE[0], smoothing)
+    for i, name in enumerate(reward_names(records)):
+        x, y = _series(records, f"rewards/{name}/mean")
+        # Dashed and unweighted: the total is the weighted sum of these, so they need not add up to it visually.
+        _line(fig, x, y, name, PALETTE[1 + i % (len(PALETTE) - 1)], smoothing, dash="dot")
+    return fig
+
+
+def _metric_figure(records, key: str, title: str, smoothing: float, missing: str, y_range=None, height=220):
+    fig = _figure(title, "optimisation step", LABELS[key], height=height)
+    steps, values = _series(records, key)
+    if not steps:
+        return _note(fig, missing)
+    _line(fig, steps, values, title, PALETTE[0], smoothing, legend=False)
+    if y_range:
+        fig.update_yaxes(range=y_range)
+    return fig
+
+
+def kl_figure(records: Sequence[dict], smoothing: float = 0.0) -> go.Figure:
+    """KL divergence of the policy from the frozen reference model, in nats per token."""
+    missing = "No KL logged: with beta = 0 there is no KL penalty, so TRL does not compute it."
+    return _metric_figure(records, "kl", "KL to reference", smoothing, missing, height=260)
+
+
+def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[str, go.Figure]:
+    """Small diagnostics: loss, entropy, completion length and the share of groups with no learning signal."""
+    specs = {
+        "loss": ("loss", "Loss", None),
+        "entropy": ("entropy", "Entropy", None),
+        "completion_length": ("completions/mean_length", "Completion length", None),
+        # A group whose K rewards are all equal has zero advantages everywhere: it teaches nothing.
+        "frac_reward_zero_std": ("frac_reward_zero_std", "Groups with identical rewards", [-0.02, 1.02]),
+    }
+    return {
+        name: _metric_figure(records, key, title, smoothing, f"'{key}' was not logged in this run.", y_range)
+        for name, (key, title, y_range) in specs.items()
+    }
+
+
+def _fmt(v, spec: str) -> str:
+    return format(v, spec) if _finite(v) else "?"
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def group_figure(group: dict) -> go.Figure:
+    """One prompt's K completions: shaped reward bars against each one's leave-one-out baseline.
+
+    A bar above its baseline marker beat the mean of its siblings; bar colour is the sign of the advantage that
+    entered the loss (green pushed up, red pushed down, grey left alone).
+    """
+    title = f"“{_shorten(group.get('prompt', ''), 40)}” (step {group.get('step', '?')})"
+    fig = _figure(title, "completion", "shaped reward (score − β·KL)", legend=True)
+    completions = group.get("completions") or []
+    if not completions:
+        return _note(fig, "No completions captured for this group.")
+    labels = [f"#{i + 1}" for i in range(len(completions))]
+    advantages = [c.get("advantage") for c in completions]
+    colours = [
+        NEUTRAL if not _finite(a) or abs(a) < ZERO_ADVANTAGE else POSITIVE if a > 0 else NEGATIVE for a in advantages
+    ]
+    hover = [
+        f"{_shorten(c.get('text', ''), 80)}<br>advantage {_fmt(c.get('advantage'), '+.3f')}"
+        f" · KL {_fmt(c.get('kl'), '.3f')} nats (whole completion) · {c.get('num_tokens', '?')} tokens"
+        for c in completions
+    ]
+    fig.add_bar(
+        x=labels,
+        y=[c.get("shaped_reward") for c in completions],
+        marker_color=colours,
+        name="shaped reward",
+        hovertext=hover,
+        hoverinfo="text+y",
+    )
+    fig.add_scatter(
+        x=labels,
+        y=[c.get("baseline") for c in completions],
+        mode="markers",
+        name="leave-one-out baseline",
+        marker=dict(symbol="line-ew-open", size=28, line=dict(width=3, color=PALETTE[4])),
+    )
+    fig.update_layout(hovermode="closest", bargap=0.35)
+    return fig
+
+
+def overlay_figure(runs: dict[str, Sequence[dict]], metric: str, smoothing: float = 0.0) -> go.Figure:
+    """One line per run for the same metric, to compare runs (e.g. different beta or K) on one axis."""
+    fig = _figure(
+        f"{metric} across runs", "optimisation step", LABELS.get(metric, metric), height=320, legend=True, top=60
+    )
+    plotted = 0
+    for i, (run, records) in enumerate(runs.items()):
+        steps, values = _series(records, metric)
+        if steps:
+            _line(fig, steps, values, run, PALETTE[i % len(PALETTE)], smoothing)
+            plotted += 1
+    if not plotted:
+        return _note(fig, f"No run logged '{metric}'.")
+    return fig
+
+
+def eval_histogram(result: dict) -> go.Figure:
+    """Base vs trained reward distributions on the same prompts, with each mean and the difference's 95% CI."""
+    base = [v for v in result.get("base_rewards", []) if _finite(v)]
+    trained = [v for v in result.get("trained_rewards", []) if _finite(v)]
+    means = {}
+    for label, values, key in (("base", base, "base_mean_reward"), ("trained", trained, "trained_mean_reward")):
+        mean = result.get(key)
+        means[label] = mean if _finite(mean) else (sum(values) / len(values) if values else None)
+    title = "Reward: base vs trained"
+    if means["base"] is not None and means["trained"] is not None:
+        title += f" — difference {means['trained'] - means['base']:+.3f}"
+        ci = result.get("difference_ci95")
+        if ci and len(ci) == 2 and all(_finite(v) for v in ci):
+            title += f" (95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}])"
+    fig = _figure(title, "reward per completion (score)", "completions (count)", height=320, legend=True, top=60)
+    # Shared bins, otherwise the two overlaid histograms pick different edges and cannot be compared bar by bar.
+    pooled = base + trained
+    lo, hi = (min(pooled), max(pooled)) if pooled else (-1.0, 1.0)
+    bins = dict(start=lo, end=hi + 1e-9, size=(hi - lo) / 20 if hi > lo else 0.1)
+    for label, values, colour in (("base", base, PALETTE[1]), ("trained", trained, PALETTE[0])):
+        fig.add_histogram(x=values, name=label, marker_color=colour, opacity=0.6, xbins=bins)
+        if means[label] is not None:
+            fig.add_vline(
+                x=means[label],
+                line=dict(color=colour, dash="dash", width=2),
+                annotation_text=f"{label} mean {means[label]:+.3f}",
+                annotation_font_color=colour,
+            )
+    fig.update_layout(barmode="overlay", hovermode="closest")
+    if not pooled:
+        _note(fig, "No evaluation rewards to show.")
+    return fig

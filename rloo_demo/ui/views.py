@@ -1,0 +1,158 @@
+"""Pure functions that turn engine data (metric records, rollout groups, run summaries) into what the page shows:
+HTML tables, Markdown, status lines and CLI commands. No gradio import, so they are tested without a server.
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+from dataclasses import fields
+
+from rloo_demo.config import RunConfig
+
+POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
+
+
+def _sign_class(value: float, tol: float = 1e-6) -> str:
+    return POS if value > tol else NEG if value < -tol else ZERO
+
+
+def _fmt(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def status_line(status: str, records: list[dict], max_steps: int, elapsed: float | None, name: str = "") -> str:
+    """'step x / N · elapsed · ETA · steps/s' for a run."""
+    step = records[-1]["step"] if records else 0
+    rate = step / elapsed if elapsed and step else None
+    eta = (max_steps - step) / rate if rate and status == "running" else None
+    parts = [f"**{status}**", f"step {step} / {max_steps}", f"elapsed {_duration(elapsed)}"]
+    if status == "running":
+        parts.append(f"ETA {_duration(eta)}")
+    parts.append(f"{rate:.2f} steps/s" if rate else "– steps/s")
+    if records and "reward" in records[-1]:
+        parts.append(f"reward {records[-1]['reward']:+.3f}")
+    if name:
+        parts.append(f"run `{name}`")
+    return " · ".join(parts)
+
+
+def group_rows(group: dict) -> tuple[list[str], list[list]]:
+    """Headers and rows of one prompt group: completion, raw scores, -beta*KL, shaped reward, baseline, advantage."""
+    names = list(group["weights"])
+    headers = ["#", "completion", *names, "−β·KL", "shaped reward", "LOO baseline", "advantage"]
+    rows = []
+    for i, c in enumerate(group["completions"], 1):
+        rows.append(
+            [
+                i,
+                c["text"],
+                *[round(c["scores"][n], 4) for n in names],
+                round(c["kl_penalty"], 4),
+                round(c["shaped_reward"], 4),
+                round(c["baseline"], 4),
+                round(c["advantage"], 4),
+            ]
+        )
+    return headers, rows
+
+
+def groups_html(groups: list[dict]) -> str:
+    """Every prompt group of a step as a table, rows coloured by the sign of their advantage."""
+    if not groups:
+        return "<p class='rloo-empty'>No rollouts yet. Start a run, or pick a run that has steps.</p>"
+    out = []
+    for g in groups:
+        headers, rows = group_rows(g)
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = []
+        for row, c in zip(rows, g["completions"], strict=True):
+            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or '<i>(empty)</i>'}</td>"]
+            cells += [f"<td>{v:+.3f}</td>" for v in row[2:]]
+            body.append(f"<tr class='{_sign_class(c['advantage'])}'>{''.join(cells)}</tr>")
+        out.append(
+            f"<div class='rloo-group'><div class='rloo-prompt'>Prompt {g['group'] + 1}: "
+            f"<b>{html.escape(g['prompt'])}</b>…</div>"
+            f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        )
+    return "".join(out)
+
+
+def arithmetic_markdown(group: dict, index: int) -> str:
+    """The arithmetic behind one completion's advantage, with the real numbers of the run."""
+    comps = group["completions"]
+    k = len(comps)
+    c = comps[index]
+    others = [(j + 1, o["shaped_reward"]) for j, o in enumerate(comps) if j != index]
+    beta = group["beta"]
+    score_terms = " + ".join(f"{w:g}·{c['scores'][n]:+.3f} ({n})" for n, w in group["weights"].items())
+    lines = [
+        f"**Completion #{index + 1}** of prompt {group['group'] + 1} (step {group['step']}):",
+        f"> {html.escape(c['text']) or '(empty)'}",
+        "",
+        f"1. weighted reward = {score_terms} = **{c['weighted_reward']:+.4f}**",
+        f"2. shaped reward = weighted reward − β·KL = {c['weighted_reward']:+.4f} − {beta:g}·{c['kl']:.4f} "
+        f"= **{c['shaped_reward']:+.4f}**  (KL = Σ over its {c['num_tokens']} tokens of log π − log π_ref)",
+        f"3. baseline = mean of the other {k - 1} shaped rewards = ("
+        + " + ".join(f"{r:+.4f}" for _, r in others)
+        + f") / {k - 1} = **{c['baseline']:+.4f}**",
+        f"4. advantage = shaped reward − baseline = {c['shaped_reward']:+.4f} − ({c['baseline']:+.4f}) "
+        f"= **{c['raw_advantage']:+.4f}**",
+    ]
+    if group.get("normalize_advantages") and "normalization" in group:
+        n = group["normalization"]
+        lines.append(
+            f"5. normalised over the batch: ({c['raw_advantage']:+.4f} − {n['mean']:+.4f}) / ({n['std']:.4f} + "
+            f"{n['eps']:g}) = **{c['advantage']:+.4f}**"
+        )
+    verdict = "pushed **up**" if c["advantage"] > 0 else "pushed **down**" if c["advantage"] < 0 else "left alone"
+    lines += ["", f"The whole completion's log-probability is {verdict} in proportion to {c['advantage']:+.4f}."]
+    return "\n".join(lines)
+
+
+def run_rows(summaries: list[dict]) -> list[list]:
+    """Rows for the run history table."""
+    rows = []
+    for s in summaries:
+        first, last = s.get("reward_first"), s.get("reward_last")
+        rows.append(
+            [
+                s["name"],
+                s["status"],
+                f"{s['steps']}/{s.get('max_steps') or '?'}",
+                None if first is None else round(first, 3),
+                None if last is None else round(last, 3),
+                None if s.get("kl_last") is None else round(s["kl_last"], 4),
+                "yes" if s["has_model"] else "no",
+                (s.get("error") or "")[:120],
+            ]
+        )
+    return rows
+
+
+RUN_HEADERS = ["run", "status", "steps", "first reward", "last reward", "last KL", "model", "error"]
+
+
+def cli_command(config: RunConfig) -> str:
+    """The ``python -m rloo_demo train`` command that reproduces a run's config (flags only for non-defaults)."""
+    default = RunConfig()
+    parts = ["python", "-m", "rloo_demo", "train"]
+    for f in fields(RunConfig):
+        value = getattr(config, f.name)
+        if f.name in ("output_dir", "run_name") or value == getattr(default, f.name):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
+        elif isinstance(value, list):
+            parts += [flag, *[str(v) for v in value]]
+        elif value is not None:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
