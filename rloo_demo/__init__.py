@@ -8,3 +8,8 @@ import os as _os
 _os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 _os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import warnings as _warnings
+
+# transformers 5 renamed gradient_checkpointing; TRL 1.16 still calls the old names once per step.
+_warnings.filterwarnings("ignore", message=r".*is deprecated and will be removed in v6.*", category=FutureWarning)

@@ -109,7 +109,9 @@ class LiveMetricsCallback(TrainerCallback):
             return  # the end-of-training summary and eval logs are not step records
         if not state.is_world_process_zero:
             return
-        record = {"step": state.global_step, "max_steps": state.max_steps, "time": time.time() - self.started}
+        now = time.time()
+        # "time": seconds since training began; "logged_at": wall clock, to measure how fast the page shows it
+        record = {"step": state.global_step, "max_steps": state.max_steps, "time": now - self.started, "logged_at": now}
         record.update({k: float(v) for k, v in logs.items() if isinstance(v, int | float)})
         if self.on_record is not None:
             self.on_record(record)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rloo_demo.config import RunConfig
 from rloo_demo.runs import RunFolder, list_runs, mark_interrupted
@@ -105,7 +106,7 @@ class Runner:
         return list_runs(self.runs_dir)
 
     def run(self, name: str) -> RunFolder:
-        for r in self.runs():
-            if r.name == name:
-                return r
-        raise KeyError(f"no run named {name!r} in {self.runs_dir}")
+        path = Path(self.runs_dir) / name
+        if "/" in name or not (path / "config.yaml").is_file():
+            raise KeyError(f"no run named {name!r} in {self.runs_dir}")
+        return RunFolder(path)

@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback
 
 from rloo_demo.callbacks import LiveMetricsCallback, MetricsChannel
 from rloo_demo.config import RunConfig
@@ -180,7 +181,7 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False):
     ]
     if progress:
         callbacks.append(TqdmProgress())
-    return CapturingRLOOTrainer(
+    trainer = CapturingRLOOTrainer(
         model=model,
         args=args,
         reward_funcs=reward_funcs,
@@ -189,6 +190,9 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False):
         callbacks=callbacks,
         rollout_sink=lambda step, groups: _keep_rollouts(state, step, groups),
     )
+    # With tqdm off, Trainer prints every log dict to stdout; our channel, files and progress bar replace that.
+    trainer.remove_callback(PrinterCallback)
+    return trainer
 
 
 def _keep_rollouts(state: RunState, step: int, groups: list[dict]) -> None:

@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import random
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,9 +32,15 @@ LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
 def train_tokenizer(texts: list[str], vocab_size: int) -> BertTokenizerFast:
     wp = BertWordPieceTokenizer(lowercase=True)
     wp.train_from_iterator(texts, vocab_size=vocab_size, show_progress=False)
-    with tempfile.TemporaryDirectory() as tmp:
-        wp.save_model(tmp)
-        return BertTokenizerFast(vocab_file=str(Path(tmp) / "vocab.txt"), do_lower_case=True)
+    return BertTokenizerFast(
+        tokenizer_object=wp._tokenizer,  # the trained tokenizer with BERT's [CLS] ... [SEP] post-processor
+        do_lower_case=True,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+    )
 
 
 def training_view(text: str, rng: random.Random) -> str:

@@ -7,7 +7,6 @@ HF_HOME when it is imported.
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from transformers import GPT2Config, GPT2LMHeadModel
@@ -56,22 +55,21 @@ def test_cached_hub_id_loads_offline(tmp_path):
 
 def test_uncached_id_fails_fast_with_a_clear_message(tmp_path):
     code = (
-        "import time; t = time.time()\n"
+        "import sys\n"
         "from rloo_demo.hub import resolve_model, ResolveError\n"
         "try:\n    resolve_model('someone/not-cached-model')\n"
-        "except ResolveError as e:\n    print(round(time.time() - t, 2)); print(e)\n"
+        "except ResolveError as e:\n    print('torch' in sys.modules); print(e)\n"
     )
     out = run_py(code, tmp_path)
     assert out.returncode == 0, out.stderr
-    seconds, message = out.stdout.strip().split("\n", 1)
-    assert float(seconds) < 5
+    torch_loaded, message = out.stdout.strip().split("\n", 1)
+    assert torch_loaded == "False"  # it failed before any model (or torch) was loaded
     assert "'someone/not-cached-model'" in message
     assert "hub cannot be reached" in message
     assert "embedded:tiny-imdb-gpt2" in message
 
 
 def test_train_refuses_uncached_policy_before_loading(tmp_path):
-    t = time.time()
     out = subprocess.run(
         [
             sys.executable,
@@ -91,7 +89,6 @@ def test_train_refuses_uncached_policy_before_loading(tmp_path):
     assert out.stderr.strip().startswith("error: model 'nobody/missing' is not in the local Hugging Face cache")
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "runs").exists()  # no run folder for a run that never started
-    assert time.time() - t < 60
 
 
 def test_bad_names():

@@ -189,8 +189,13 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
                 return slider, groups_html([]), gr.Dropdown(choices=[], value=None), None, None
             g = groups[labels.index(label)]
             headers, rows = group_rows(g)
-            return (slider, groups_html(groups), gr.Dropdown(choices=labels, value=label), plots.group_figure(g),
-                    gr.Dataframe(value=rows, headers=headers))
+            return (
+                slider,
+                groups_html(groups),
+                gr.Dropdown(choices=labels, value=label),
+                plots.group_figure(g),
+                gr.Dataframe(value=rows, headers=headers),
+            )
 
         def pick_step(name, step, group_label):
             return _rollout_view(name, int(step), group_label)
@@ -205,8 +210,9 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
                     return plots.group_figure(g), gr.Dataframe(value=rows, headers=headers), "Select a row above."
             return gr.skip(), gr.skip(), gr.skip()
 
-        ro.group.input(pick_group, [watched, ro.step, ro.group], [ro.group_plot, ro.table, ro.arithmetic],
-                       api_visibility="private")
+        ro.group.input(
+            pick_group, [watched, ro.step, ro.group], [ro.group_plot, ro.table, ro.arithmetic], api_visibility="private"
+        )
 
         def pick_completion(name, step, group_label, evt: gr.SelectData):
             for g in controller.rollouts(name, int(step)):
@@ -237,31 +243,44 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
             tables = []
             for label in ("base", "trained"):
                 names = list(result[label][0]["scores"]) if result[label] else []
-                rows = [[s["text"], round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names]]
-                        for s in result[label]]
+                rows = [
+                    [s["text"], round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names]]
+                    for s in result[label]
+                ]
                 tables.append(gr.Dataframe(value=rows, headers=["completion", "reward", *names]))
             mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
-            summary = (f"Mean reward ({' + '.join(result['trained_on'])}): base **{mean['base']:+.3f}**, "
-                       f"trained **{mean['trained']:+.3f}** · same seed {result['seed']} for both")
+            summary = (
+                f"Mean reward ({' + '.join(result['trained_on'])}): base **{mean['base']:+.3f}**, "
+                f"trained **{mean['trained']:+.3f}** · same seed {result['seed']} for both"
+            )
             return summary, *tables
 
-        cp.sample.click(do_compare, [cp.run, cp.prompt, cp.num_samples, cp.max_new_tokens, cp.temperature, cp.top_p,
-                                     cp.seed], [cp.summary, cp.base, cp.trained], api_visibility="private")
+        cp.sample.click(
+            do_compare,
+            [cp.run, cp.prompt, cp.num_samples, cp.max_new_tokens, cp.temperature, cp.top_p, cp.seed],
+            [cp.summary, cp.base, cp.trained],
+            api_visibility="private",
+        )
 
-        def do_evaluate(name, n, seed, progress=gr.Progress()):
+        def do_evaluate(name, n, seed, progress=gr.Progress()):  # noqa: B008 - gradio's progress idiom
             if not name:
                 return "Pick a run first.", None
-            progress(0, desc="sampling base and trained on held-out prompts")
             try:
-                result = controller.evaluate(name, n, 1, seed)
+                result = controller.evaluate(
+                    name, n, 1, seed, progress=lambda done, total: progress(done / total, desc="sampling held-out")
+                )
             except USER_ERRORS as exc:
                 return f"**Error:** {error_text(exc)}", None
             from rloo_demo.evaluation import format_report
 
             return f"```\n{format_report(result)}\n```", plots.eval_histogram(result)
 
-        cp.evaluate.click(do_evaluate, [cp.run, cp.eval_prompts, cp.eval_seed], [cp.eval_report, cp.eval_plot],
-                          api_visibility="private")
+        cp.evaluate.click(
+            do_evaluate,
+            [cp.run, cp.eval_prompts, cp.eval_seed],
+            [cp.eval_report, cp.eval_plot],
+            api_visibility="private",
+        )
 
         # ------------------------------------------------------------ runs
         def refresh_runs(selected, details):

@@ -43,6 +43,7 @@ class Controller:
         self.runner = runner
         self._models: dict[str, tuple] = {}  # policy folder -> (model, tokenizer), loaded once
         self._models_lock = threading.Lock()
+        self._views: dict[str, tuple] = {}  # run name -> (file stamps, RunView) for runs read from disk
 
     # ------------------------------------------------------------------ runs
 
@@ -80,13 +81,25 @@ class Controller:
             run = self.runner.run(name)
         except KeyError:
             return None
+        # Pages poll twice a second; a finished run's files are re-read only when they change.
+        stamp = tuple(_mtime(run.path / f) for f in ("status.json", "metrics.jsonl"))
+        cached = self._views.get(name)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         status = run.status()
         config = run.config()
         elapsed = None
         if status.get("started"):
             elapsed = (status.get("finished") or status.get("updated") or time.time()) - status["started"]
         return RunView(
-            name, status.get("status", "?"), status.get("error"), run.metrics(), config.max_steps, elapsed, config, False
+            name,
+            status.get("status", "?"),
+            status.get("error"),
+            run.metrics(),
+            config.max_steps,
+            elapsed,
+            config,
+            False,
         )
 
     def rollout_steps(self, name: str | None) -> list[int]:
@@ -178,8 +191,19 @@ class Controller:
         extra = [build_reward(n) for n in heldout_scorers(config.rewards)]
         out = {"run": name, "prompt": prompt, "seed": int(seed), "trained_on": reward.names}
         for label, model in (("base", base), ("trained", trained)):
-            texts = [s["text"] for s in sample(model, tok, prompt, int(num_samples), int(max_new_tokens),
-                                               float(temperature), float(top_p), int(seed))]
+            texts = [
+                s["text"]
+                for s in sample(
+                    model,
+                    tok,
+                    prompt,
+                    int(num_samples),
+                    int(max_new_tokens),
+                    float(temperature),
+                    float(top_p),
+                    int(seed),
+                )
+            ]
             prompts = [prompt] * len(texts)
             scores = reward.score_each(prompts, texts)
             for fn in extra:
@@ -190,14 +214,16 @@ class Controller:
             ]
         return out
 
-    def evaluate(self, name: str, num_prompts: int = 32, samples_per_prompt: int = 1, seed: int = 0) -> dict:
+    def evaluate(
+        self, name: str, num_prompts: int = 32, samples_per_prompt: int = 1, seed: int = 0, progress=None
+    ) -> dict:
         from rloo_demo.evaluation import evaluate, heldout_prompts
 
         if not 1 <= int(num_prompts) <= 512:
             raise ValueError("number of held-out prompts must be between 1 and 512")
         base, trained, tok, config = self.models_for(name)
         prompts = heldout_prompts(config, int(num_prompts))
-        result = evaluate(base, trained, tok, config, prompts, int(samples_per_prompt), int(seed))
+        result = evaluate(base, trained, tok, config, prompts, int(samples_per_prompt), int(seed), progress=progress)
         if self.runner.get_active(name) is None:
             self.runner.run(name).write_json("evaluation.json", result)
         return result
@@ -235,6 +261,13 @@ class Controller:
             path.write_bytes(buf.getvalue())
             return path
         raise ValueError(f"unknown download {what!r}")
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
 
 
 USER_ERRORS = (ConfigError, ResolveError, Busy, ValueError, FileNotFoundError, KeyError)

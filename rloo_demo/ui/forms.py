@@ -81,8 +81,10 @@ def config_from_form(values: dict, output_dir: str = "runs") -> RunConfig:
     if custom:
         rewards.append(custom if custom.startswith("classifier:") else f"classifier:{custom}")
         weights.append(_float("weight of the custom classifier", values.get("w_custom"), problems))
-    ints = {k: _int(k, values.get(k), problems) for k in ("num_generations", "prompts_per_step", "max_steps",
-                                                         "max_new_tokens", "seed")}
+    ints = {
+        k: _int(k, values.get(k), problems)
+        for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed")
+    }
     floats = {k: _float(k, values.get(k), problems) for k in ("learning_rate", "beta", "temperature")}
     if problems:
         raise ConfigError(problems)

@@ -26,7 +26,9 @@ def build() -> SimpleNamespace:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1):
             ui.run = gr.Dropdown([], label="Run details")
-            ui.downloads = gr.File(label="Downloads: metrics CSV, config.yaml, rollouts, model zip", file_count="multiple")
+            ui.downloads = gr.File(
+                label="Downloads: metrics CSV, config.yaml, rollouts, model zip", file_count="multiple"
+            )
         with gr.Column(scale=2):
             ui.command = gr.Code(label="Reproduce from the command line", language="shell")
             ui.config = gr.Code(label="config.yaml", language="yaml")

@@ -1,0 +1,74 @@
+"""A real browser on the app: headless Debian Chromium driven by Playwright.
+
+Clicks Start, watches the reward plot gain points, opens Rollouts and finds a filled group, and saves screenshots
+to ``artifacts/`` (light and dark theme). ``python -m pytest tests/test_browser.py``; needs /usr/bin/chromium
+(``scripts/test.sh`` installs it).
+"""
+
+import os
+
+import pytest
+from apputil import running_app, wait_until
+from conftest import ARTIFACTS
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+REWARD_POINTS = """() => {
+  const el = document.querySelector('#reward-plot .js-plotly-plot');
+  if (!el || !el.data) return 0;
+  const total = el.data.find(t => t.name === 'total reward');
+  return total && total.x ? total.x.length : 0;
+}"""
+
+
+@pytest.mark.slow
+def test_start_watch_reward_and_rollouts(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with running_app(tmp_path / "runs") as (url, controller), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector("#start-btn", timeout=30_000)
+        page.click("#start-btn")
+        wait_until(lambda: page.evaluate(REWARD_POINTS) >= 3, timeout=120)
+        first = page.evaluate(REWARD_POINTS)
+        wait_until(lambda: page.evaluate(REWARD_POINTS) > first, timeout=60)
+        assert "step" in page.inner_text("#run-status")
+        page.screenshot(path=str(ARTIFACTS / "train-tab.png"), full_page=True)
+
+        page.get_by_role("tab", name="Rollouts").click()
+        page.wait_for_selector("#rollout-groups table.rloo-table tbody tr", timeout=30_000)
+        rows = page.locator("#rollout-groups table.rloo-table tbody tr")
+        assert rows.count() >= 4
+        classes = {rows.nth(i).get_attribute("class") for i in range(rows.count())}
+        assert classes <= {"rloo-pos", "rloo-neg", "rloo-zero"}
+        page.locator("#group-table tbody tr").first.locator("td").nth(1).click()
+        page.wait_for_function(
+            "document.querySelector('#arithmetic').innerText.includes('baseline = mean')", timeout=15_000
+        )
+        page.screenshot(path=str(ARTIFACTS / "rollouts-tab.png"), full_page=True)
+
+        dark = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+        dark.goto(url + "?__theme=dark")
+        wait_until(lambda: dark.evaluate(REWARD_POINTS) >= 2, timeout=60)
+        dark.screenshot(path=str(ARTIFACTS / "train-tab-dark.png"), full_page=True)
+
+        page.get_by_role("tab", name="Train").click()
+        page.click("#stop-btn")
+        active = controller.runner.latest_active()
+        if active is not None:
+            active.job.join(60)
+        browser.close()
+    assert (ARTIFACTS / "train-tab.png").stat().st_size > 10_000

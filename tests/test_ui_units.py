@@ -1,0 +1,169 @@
+"""UI logic without a server: form mapping, limits, views and the controller on a run folder.
+
+``python -m pytest tests/test_ui_units.py``
+"""
+
+import pytest
+
+from rloo_demo.config import ConfigError, RunConfig
+from rloo_demo.runs import RunFolder
+from rloo_demo.ui.app import Limits
+from rloo_demo.ui.forms import FORM_FIELDS, config_from_form, defaults
+from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
+
+
+def make_group(rewards, beta=0.0, normalize=False, step=3):
+    k = len(rewards)
+    total = sum(rewards)
+    comps = []
+    for i, r in enumerate(rewards):
+        base = (total - r) / (k - 1)
+        comps.append(
+            {
+                "text": f"completion {i}",
+                "num_tokens": 5,
+                "scores": {"vader_compound": r},
+                "weighted_reward": r,
+                "kl": 0.0,
+                "kl_penalty": 0.0,
+                "shaped_reward": r,
+                "baseline": base,
+                "raw_advantage": r - base,
+                "advantage": r - base,
+            }
+        )
+    return {
+        "step": step,
+        "group": 0,
+        "prompt": "This movie was",
+        "k": k,
+        "beta": beta,
+        "normalize_advantages": normalize,
+        "weights": {"vader_compound": 1.0},
+        "completions": comps,
+    }
+
+
+def test_form_defaults_round_trip_to_the_default_config():
+    values = defaults()
+    assert set(values) == set(FORM_FIELDS)
+    config = config_from_form(values, output_dir="runs")
+    assert config == RunConfig(reward_weights=[1.0])
+
+
+def test_form_collects_rewards_weights_and_custom_classifier():
+    values = defaults() | {
+        "rewards": ["vader_compound", "length_penalty"],
+        "w_length_penalty": 0.25,
+        "custom_classifier": "./assets/tiny-imdb-sentiment",
+        "w_custom": 2,
+    }
+    config = config_from_form(values)
+    assert config.rewards == ["vader_compound", "length_penalty", "classifier:./assets/tiny-imdb-sentiment"]
+    assert config.reward_weights == [1.0, 0.25, 2.0]
+
+
+def test_form_errors_name_every_bad_field():
+    values = defaults() | {"num_generations": 1, "max_steps": "ten", "learning_rate": -1}
+    with pytest.raises(ConfigError) as info:
+        config_from_form(values)
+    assert "max_steps" in info.value.problems
+    values = defaults() | {"num_generations": 1, "learning_rate": -1}
+    with pytest.raises(ConfigError) as info:
+        config_from_form(values)
+    assert {"num_generations", "learning_rate"} <= set(info.value.problems)
+
+
+def test_limits_cap_public_deployments():
+    limits = Limits(max_steps=50, max_new_tokens=16, max_k=4, allow_custom_models=False)
+    limits.check(RunConfig(max_steps=50, max_new_tokens=16))
+    with pytest.raises(ConfigError) as info:
+        limits.check(RunConfig(max_steps=51, max_new_tokens=17, num_generations=8, policy="gpt2"))
+    assert set(info.value.problems) == {"max_steps", "max_new_tokens", "num_generations", "policy"}
+
+
+def test_limits_from_env(monkeypatch):
+    monkeypatch.setenv("RLOO_MAX_STEPS", "42")
+    monkeypatch.setenv("RLOO_ALLOW_CUSTOM_MODELS", "0")
+    limits = Limits.from_env()
+    assert limits.max_steps == 42 and not limits.allow_custom_models
+
+
+def test_status_line():
+    records = [{"step": s, "reward": 0.1 * s} for s in range(1, 11)]
+    line = status_line("running", records, 100, 20.0, "r1")
+    assert "step 10 / 100" in line and "0.50 steps/s" in line and "ETA 3:00" in line and "r1" in line
+    assert "ETA" not in status_line("finished", records, 10, 20.0)
+
+
+def test_group_table_and_html_colour_by_advantage_sign():
+    g = make_group([1.0, 0.0, 0.5, 0.5])
+    headers, rows = group_rows(g)
+    assert headers[-3:] == ["shaped reward", "LOO baseline", "advantage"]
+    assert [r[-1] for r in rows] == pytest.approx([2 / 3, -2 / 3, 0.0, 0.0], abs=1e-4)
+    html = groups_html([g])
+    assert html.count("rloo-pos") == 1 and html.count("rloo-neg") == 1 and html.count("rloo-zero") == 2
+    assert "This movie was" in html
+
+
+def test_arithmetic_uses_the_real_numbers():
+    g = make_group([1.0, 0.0, 0.5, 0.5])
+    md = arithmetic_markdown(g, 0)
+    assert "(+0.0000 + +0.5000 + +0.5000) / 3 = **+0.3333**" in md
+    assert "= **+0.6667**" in md and "pushed **up**" in md
+    g = make_group([1.0, 0.0])
+    g["normalize_advantages"] = True
+    g["normalization"] = {"mean": 0.0, "std": 1.4142, "eps": 1e-4}
+    assert "normalised over the batch" in arithmetic_markdown(g, 1)
+
+
+def test_cli_command_reproduces_the_config():
+    cfg = RunConfig(
+        num_generations=8, beta=0.0, rewards=["vader_compound", "length_penalty"], normalize_advantages=True
+    )
+    cmd = cli_command(cfg)
+    assert cmd.startswith("python -m rloo_demo train")
+    assert "--num-generations 8" in cmd and "--beta 0.0" in cmd and "--normalize-advantages" in cmd
+    assert "--rewards vader_compound length_penalty" in cmd
+    from rloo_demo.cli import build_parser, config_from_args
+
+    args = build_parser().parse_args(cmd.split()[3:])
+    assert config_from_args(args) == cfg
+
+
+def test_run_rows(tmp_path):
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="x"))
+    run.append_metrics({"step": 1, "max_steps": 5, "reward": 0.1, "kl": 0.0})
+    run.append_metrics({"step": 2, "max_steps": 5, "reward": 0.3, "kl": 0.01})
+    rows = run_rows([run.summary()])
+    assert rows == [["x", "running", "2/5", 0.1, 0.3, 0.01, "no", ""]]
+
+
+def test_controller_reads_runs_from_disk_and_exports(tmp_path):
+    from rloo_demo.runner import Runner
+    from rloo_demo.ui.controller import Controller
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="old"))
+    run.append_metrics({"step": 1, "max_steps": 2, "reward": 0.2})
+    run.append_rollouts(1, [make_group([0.1, 0.2], step=1)])
+    run.set_status("finished")
+    controller = Controller(Runner(str(tmp_path)))
+    assert controller.default_run() == "old"
+    view = controller.view("old")
+    assert view.status == "finished" and view.last_step == 1 and not view.live
+    assert controller.rollout_steps("old") == [1]
+    assert controller.rollouts("old", None)[0]["prompt"] == "This movie was"
+    csv = controller.export("old", "metrics", tmp_path / "dl")
+    assert csv.read_text().splitlines()[0].startswith("step,")
+    with pytest.raises(FileNotFoundError):
+        controller.export("old", "model", tmp_path / "dl")
+
+
+def test_interrupted_runs_are_marked_failed_on_restart(tmp_path):
+    from rloo_demo.runner import Runner
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="dead"))
+    run.set_status("running", pid=2**22 + 12345)  # no such process
+    Runner(str(tmp_path))
+    st = run.status()
+    assert st["status"] == "failed" and "interrupted" in st["error"]
