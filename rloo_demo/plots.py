@@ -120,6 +120,15 @@ def _line(fig: go.Figure, x, y, name: str, color: str, smoothing: float, dash: s
         legendgroup=name,
         showlegend=legend,
     )
+    if x:
+        fig.update_xaxes(dtick=step_dtick(max(x)))
+
+
+def step_dtick(last_step: float) -> int:
+    """A whole-number tick spacing (1, 2, 5, 10, 20, ...) giving at most about 8 ticks: steps are integers."""
+    raw = max(1.0, last_step / 8)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return int(next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw))
 
 
 def reward_names(records: Sequence[dict]) -> list[str]:

@@ -54,7 +54,7 @@ def test_start_watch_reward_and_rollouts(tmp_path):
         assert rows.count() >= 4
         classes = {rows.nth(i).get_attribute("class") for i in range(rows.count())}
         assert classes <= {"rloo-pos", "rloo-neg", "rloo-zero"}
-        page.locator("#group-table tbody tr").first.locator("td").nth(1).click()
+        page.locator("#group-table [role=gridcell]").first.click()  # first completion of the selected group
         page.wait_for_function(
             "document.querySelector('#arithmetic').innerText.includes('baseline = mean')", timeout=15_000
         )

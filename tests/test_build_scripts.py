@@ -17,15 +17,36 @@ import build_reward_model  # noqa: E402
 @pytest.mark.slow
 def test_build_policy_tiny(tmp_path):
     out = tmp_path / "policy"
-    build_policy.main(["--out", str(out), "--steps", "4", "--max-texts", "300", "--vocab-size", "400",
-                       "--n-embd", "32", "--n-layer", "1", "--n-head", "2", "--block", "32", "--batch", "4"])
+    build_policy.main(
+        [
+            "--out",
+            str(out),
+            "--steps",
+            "4",
+            "--max-texts",
+            "300",
+            "--vocab-size",
+            "400",
+            "--n-embd",
+            "32",
+            "--n-layer",
+            "1",
+            "--n-head",
+            "2",
+            "--block",
+            "32",
+            "--batch",
+            "4",
+        ]
+    )
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out)
     assert tok.eos_token == "<|endoftext|>" and tok.pad_token == "<|pad|>" and tok.pad_token_id != tok.eos_token_id
     assert (out / "model.safetensors").is_file()
     assert model.config.resid_pdrop == 0.0
-    ids = model.generate(**tok("This movie", return_tensors="pt"), max_new_tokens=5, do_sample=False,
-                         pad_token_id=tok.pad_token_id)
+    ids = model.generate(
+        **tok("This movie", return_tensors="pt"), max_new_tokens=5, do_sample=False, pad_token_id=tok.pad_token_id
+    )
     assert ids.shape[1] > 2
     stats = json.loads((out / "training_stats.json").read_text())
     assert stats["steps"] == 4 and stats["heldout_perplexity"] > 1
@@ -34,8 +55,24 @@ def test_build_policy_tiny(tmp_path):
 @pytest.mark.slow
 def test_build_reward_model_tiny(tmp_path):
     out = tmp_path / "clf"
-    build_reward_model.main(["--out", str(out), "--epochs", "0.2", "--max-texts", "300", "--vocab-size", "500",
-                             "--hidden", "32", "--layers", "1", "--max-length", "64"])
+    build_reward_model.main(
+        [
+            "--out",
+            str(out),
+            "--epochs",
+            "0.2",
+            "--max-texts",
+            "300",
+            "--vocab-size",
+            "500",
+            "--hidden",
+            "32",
+            "--layers",
+            "1",
+            "--max-length",
+            "64",
+        ]
+    )
     pipe = pipeline("sentiment-analysis", model=str(out))
     assert pipe.model.config.id2label == {0: "NEGATIVE", 1: "POSITIVE"}
     result = pipe(["a fine film"])[0]

@@ -90,8 +90,8 @@ def test_limits_from_env(monkeypatch):
 
 
 def test_status_line():
-    records = [{"step": s, "reward": 0.1 * s} for s in range(1, 11)]
-    line = status_line("running", records, 100, 20.0, "r1")
+    records = [{"step": s, "reward": 0.1 * s, "time": 2.0 * s} for s in range(1, 11)]  # 0.5 steps/s
+    line = status_line("running", records, 100, 25.0, "r1")  # 5 s of model loading before step 1
     assert "step 10 / 100" in line and "0.50 steps/s" in line and "ETA 3:00" in line and "r1" in line
     assert "ETA" not in status_line("finished", records, 10, 20.0)
 
@@ -109,7 +109,7 @@ def test_group_table_and_html_colour_by_advantage_sign():
 def test_arithmetic_uses_the_real_numbers():
     g = make_group([1.0, 0.0, 0.5, 0.5])
     md = arithmetic_markdown(g, 0)
-    assert "(+0.0000 + +0.5000 + +0.5000) / 3 = **+0.3333**" in md
+    assert "((+0.0000) + (+0.5000) + (+0.5000)) / 3 = **+0.3333**" in md
     assert "= **+0.6667**" in md and "pushed **up**" in md
     g = make_group([1.0, 0.0])
     g["normalize_advantages"] = True

@@ -26,6 +26,7 @@ from rloo_demo.ui.forms import FORM_FIELDS, config_from_form
 from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
 
 TICK_SECONDS = 0.5
+SIDE_TEXT_CHARS = 40  # completion text in the narrow per-group table; the full text is in the tables beside it
 
 CSS = """
 .rloo-error p, .rloo-error li { color: #D9534F; }
@@ -188,7 +189,7 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
             if not groups:
                 return slider, groups_html([]), gr.Dropdown(choices=[], value=None), None, None
             g = groups[labels.index(label)]
-            headers, rows = group_rows(g)
+            headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
             return (
                 slider,
                 groups_html(groups),
@@ -206,7 +207,7 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
             groups = controller.rollouts(name, int(step))
             for g in groups:
                 if f"Prompt {g['group'] + 1}: {g['prompt'][:40]}" == group_label:
-                    headers, rows = group_rows(g)
+                    headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
                     return plots.group_figure(g), gr.Dataframe(value=rows, headers=headers), "Select a row above."
             return gr.skip(), gr.skip(), gr.skip()
 

@@ -40,5 +40,5 @@ def build(limits) -> SimpleNamespace:
         ui.evaluate = gr.Button("Evaluate", elem_id="evaluate-btn")
     with gr.Row(equal_height=False):
         ui.eval_report = gr.Markdown("")
-        ui.eval_plot = gr.Plot(label="Reward distributions")
+        ui.eval_plot = gr.Plot(label="Reward distributions", show_label=False)
     return ui

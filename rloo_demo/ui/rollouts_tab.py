@@ -33,7 +33,9 @@ def build() -> SimpleNamespace:
             ui.groups = gr.HTML("<p class='rloo-empty'>No rollouts yet.</p>", elem_id="rollout-groups")
         with gr.Column(scale=2, min_width=360):
             ui.group = gr.Dropdown([], label="Prompt group", info="chart and arithmetic for one group")
-            ui.group_plot = gr.Plot(label="Shaped reward vs leave-one-out baseline", elem_id="group-plot")
+            ui.group_plot = gr.Plot(
+                label="Shaped reward vs leave-one-out baseline", show_label=False, elem_id="group-plot"
+            )
             ui.table = gr.Dataframe(
                 label="Select a completion to see its arithmetic",
                 interactive=False,

@@ -22,7 +22,7 @@ def build() -> SimpleNamespace:
             ui.metric = gr.Dropdown(OVERLAY_METRICS, value="reward", label="Metric")
             ui.smoothing = gr.Slider(0, 0.95, value=0.6, step=0.05, label="Smoothing")
         with gr.Column(scale=2):
-            ui.overlay = gr.Plot(label="Overlay")
+            ui.overlay = gr.Plot(label="Overlay", show_label=False)
     with gr.Row(equal_height=False):
         with gr.Column(scale=1):
             ui.run = gr.Dropdown([], label="Run details")

@@ -91,14 +91,14 @@ def build(limits) -> SimpleNamespace:
             ui.smoothing = gr.Slider(
                 0, 0.95, value=0.6, step=0.05, label="Smoothing", info="exponential moving average, as in TensorBoard"
             )
-            ui.reward_plot = gr.Plot(label="Reward", elem_id="reward-plot")
-            ui.kl_plot = gr.Plot(label="KL to the reference", elem_id="kl-plot")
+            ui.reward_plot = gr.Plot(label="Reward", show_label=False, elem_id="reward-plot")
+            ui.kl_plot = gr.Plot(label="KL to the reference", show_label=False, elem_id="kl-plot")
             with gr.Row():
-                ui.loss_plot = gr.Plot(label="Loss")
-                ui.entropy_plot = gr.Plot(label="Entropy")
+                ui.loss_plot = gr.Plot(label="Loss", show_label=False)
+                ui.entropy_plot = gr.Plot(label="Entropy", show_label=False)
             with gr.Row():
-                ui.length_plot = gr.Plot(label="Completion length")
-                ui.zero_std_plot = gr.Plot(label="frac_reward_zero_std")
+                ui.length_plot = gr.Plot(label="Completion length", show_label=False)
+                ui.zero_std_plot = gr.Plot(label="frac_reward_zero_std", show_label=False)
     ui.form = [getattr(ui, name) for name in FORM_FIELDS]
     ui.plots = [ui.reward_plot, ui.kl_plot, ui.loss_plot, ui.entropy_plot, ui.length_plot, ui.zero_std_plot]
     return ui

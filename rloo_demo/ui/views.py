@@ -31,7 +31,9 @@ def _duration(seconds: float | None) -> str:
 def status_line(status: str, records: list[dict], max_steps: int, elapsed: float | None, name: str = "") -> str:
     """'step x / N · elapsed · ETA · steps/s' for a run."""
     step = records[-1]["step"] if records else 0
-    rate = step / elapsed if elapsed and step else None
+    # Rate over training time only (from the first logged step), so model loading does not inflate the ETA.
+    trained_for = records[-1].get("time") if records else None
+    rate = step / trained_for if trained_for and step else None
     eta = (max_steps - step) / rate if rate and status == "running" else None
     parts = [f"**{status}**", f"step {step} / {max_steps}", f"elapsed {_duration(elapsed)}"]
     if status == "running":
@@ -44,8 +46,10 @@ def status_line(status: str, records: list[dict], max_steps: int, elapsed: float
     return " · ".join(parts)
 
 
-def group_rows(group: dict) -> tuple[list[str], list[list]]:
-    """Headers and rows of one prompt group: completion, raw scores, -beta*KL, shaped reward, baseline, advantage."""
+def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], list[list]]:
+    """Headers and rows of one prompt group: completion, raw scores, -beta*KL, shaped reward, baseline, advantage.
+
+    ``text_chars`` shortens the completion text (for the narrow side table)."""
     names = list(group["weights"])
     headers = ["#", "completion", *names, "−β·KL", "shaped reward", "LOO baseline", "advantage"]
     rows = []
@@ -53,7 +57,7 @@ def group_rows(group: dict) -> tuple[list[str], list[list]]:
         rows.append(
             [
                 i,
-                c["text"],
+                c["text"] if text_chars is None or len(c["text"]) <= text_chars else c["text"][:text_chars] + "…",
                 *[round(c["scores"][n], 4) for n in names],
                 round(c["kl_penalty"], 4),
                 round(c["shaped_reward"], 4),
@@ -101,7 +105,7 @@ def arithmetic_markdown(group: dict, index: int) -> str:
         f"2. shaped reward = weighted reward − β·KL = {c['weighted_reward']:+.4f} − {beta:g}·{c['kl']:.4f} "
         f"= **{c['shaped_reward']:+.4f}**  (KL = Σ over its {c['num_tokens']} tokens of log π − log π_ref)",
         f"3. baseline = mean of the other {k - 1} shaped rewards = ("
-        + " + ".join(f"{r:+.4f}" for _, r in others)
+        + " + ".join(f"({r:+.4f})" for _, r in others)
         + f") / {k - 1} = **{c['baseline']:+.4f}**",
         f"4. advantage = shaped reward − baseline = {c['shaped_reward']:+.4f} − ({c['baseline']:+.4f}) "
         f"= **{c['raw_advantage']:+.4f}**",
