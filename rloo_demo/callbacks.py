@@ -11,6 +11,7 @@ next step boundary.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -95,10 +96,12 @@ class LiveMetricsCallback(TrainerCallback):
         channel: MetricsChannel,
         stop_event: threading.Event | None = None,
         on_record: Callable[[dict], None] | None = None,
+        stop_file: str | None = None,
     ):
         self.channel = channel
         self.stop_event = stop_event or threading.Event()
         self.on_record = on_record
+        self.stop_file = stop_file  # another process (the web app) asks a subprocess run to stop by creating it
         self.started = time.time()
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -118,6 +121,16 @@ class LiveMetricsCallback(TrainerCallback):
         self.channel.publish(record)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.stop_event.is_set():
+        stop = self.stop_event.is_set() or bool(self.stop_file and os.path.exists(self.stop_file))
+        if args.world_size > 1:
+            # Every process must stop at the same step or the next collective hangs: rank 0 decides for all.
+            import torch
+            import torch.distributed as dist
+
+            flag = torch.tensor([int(stop)])
+            dist.broadcast(flag, src=0)
+            stop = bool(flag.item())
+        if stop:
+            self.stop_event.set()
             control.should_training_stop = True
         return control

@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="run RLOO and write a run folder")
     tr.add_argument("--config", help="YAML or JSON file with RunConfig settings")
     tr.add_argument("--evaluate", action="store_true", help="evaluate base vs trained when training ends")
+    tr.add_argument("--stop-file", help="stop at the next step boundary once this file exists (used by the web app)")
     add_config_flags(tr)
 
     ev = sub.add_parser("evaluate", help="base vs trained on held-out prompts")
@@ -92,7 +93,7 @@ def cmd_train(args) -> int:
     from rloo_demo.training import train
 
     config = config_from_args(args).validate()
-    state = train(config, progress=True)
+    state = train(config, progress=True, stop_file=args.stop_file)
     if state.run is None:  # a non-main process of a multi-process run
         return 0 if state.status != "failed" else 1
     print(f"run folder: {state.run.path}")
@@ -150,7 +151,7 @@ def cmd_evaluate(args) -> int:
         progress=progress,
     )
     bar.close()
-    run.write_json("evaluation.json", result)
+    run.write_evaluation(result)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0
 

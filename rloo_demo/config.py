@@ -62,6 +62,13 @@ class RunConfig:
     top_p: float = _f(1.0, "nucleus sampling threshold during training (1 = off)")
     seed: int = _f(42, "random seed for sampling, prompt order and initialisation")
 
+    # --- bigger models
+    use_lora: bool = _f(False, "train a LoRA adapter (PEFT) instead of all weights; the reference is the base model")
+    lora_r: int = _f(8, "LoRA rank")
+    lora_alpha: int = _f(16, "LoRA scaling numerator (the update is scaled by alpha / r)")
+    lora_target_modules: list[str] | None = _f(None, "modules to adapt (default: all linear layers)")
+    bf16: bool = _f(False, "bf16 autocast on a GPU; weights and log-probabilities stay fp32")
+
     # --- output
     output_dir: str = _f("runs", "folder that holds one sub-folder per run")
     run_name: str | None = _f(None, "name of the run folder (default: time stamp and settings)")
@@ -138,6 +145,13 @@ class RunConfig:
             p["policy"] = f"give a policy, e.g. {EMBEDDED_POLICY!r}"
         elif pol.startswith((".", "/", "~")) and not (Path(pol).expanduser() / "config.json").is_file():
             p["policy"] = f"model folder {pol!r} does not exist or has no config.json"
+        if self.use_lora and (self.lora_r < 1 or self.lora_alpha < 1):
+            p["lora_r"] = "lora_r and lora_alpha must be positive whole numbers (try 8 and 16)"
+        if self.bf16:
+            import torch
+
+            if not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+                p["bf16"] = "bf16 needs a GPU that supports it; on a CPU leave it off (fp32)"
         if self.run_name is not None and ("/" in self.run_name or self.run_name in ("", ".", "..")):
             p["run_name"] = "must be a plain folder name without '/'"
         return p
@@ -188,6 +202,20 @@ class RunConfig:
 
     # ------------------------------------------------------------------ TRL
 
+    def peft_config(self):
+        """A PEFT ``LoraConfig`` when ``use_lora`` is on, else None."""
+        if not self.use_lora:
+            return None
+        from peft import LoraConfig
+
+        return LoraConfig(
+            task_type="CAUSAL_LM",
+            r=self.lora_r,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=0.0,  # as with dropout in the policy: no noise in the importance ratio
+            target_modules=self.lora_target_modules or "all-linear",
+        )
+
     def to_rloo_config(self, trainer_dir: str | Path, num_processes: int = 1, **overrides):
         """TRL's ``RLOOConfig`` for this run (one generation per optimisation step, logging every step)."""
         import torch
@@ -219,7 +247,9 @@ class RunConfig:
             save_strategy="no",
             report_to=[r.strip() for r in self.report_to.split(",") if r.strip()] or "none",
             disable_dropout=True,  # dropout noise in the sequence-level importance ratio wrecks training
-            bf16=False,
+            # bf16 is autocast over fp32 master weights: matmuls run in bf16, log_softmax (and so every logprob
+            # in the importance ratio and the KL) stays fp32, which avoids the known bf16 logprob pitfall.
+            bf16=self.bf16,
             fp16=False,
             use_cpu=not torch.cuda.is_available(),
             remove_unused_columns=False,

@@ -30,7 +30,7 @@ class NotOwner(PermissionError):
 
 @dataclass
 class ActiveRun:
-    job: TrainingJob
+    job: TrainingJob  # or a SubprocessJob, which has the same interface
     owner: str
     started: float
 
@@ -40,9 +40,15 @@ class ActiveRun:
 
 
 class Runner:
-    def __init__(self, runs_dir: str = "runs", max_concurrent: int = 1):
+    def __init__(
+        self, runs_dir: str = "runs", max_concurrent: int = 1, backend: str = "thread", num_processes: int = 2
+    ):
+        if backend not in ("thread", "subprocess"):
+            raise ValueError(f"backend must be 'thread' or 'subprocess', not {backend!r}")
         self.runs_dir = runs_dir
         self.max_concurrent = max_concurrent
+        self.backend = backend  # "subprocess": accelerate launch with num_processes, followed through the run folder
+        self.num_processes = num_processes
         self._active: dict[str, ActiveRun] = {}
         self._lock = threading.Lock()
         mark_interrupted(runs_dir)
@@ -64,7 +70,12 @@ class Runner:
                     f"the server is busy training {running}; it trains {self.max_concurrent} run(s) at a time. "
                     "Watch it here, or start yours when it ends."
                 )
-            job = TrainingJob(config).start()
+            if self.backend == "subprocess":
+                from rloo_demo.subprocess_job import SubprocessJob
+
+                job = SubprocessJob(config, self.num_processes).start()
+            else:
+                job = TrainingJob(config).start()
             active = ActiveRun(job, owner, time.time())
             self._active[active.name] = active
             return active

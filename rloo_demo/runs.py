@@ -107,8 +107,13 @@ class RunFolder:
         final = self.path / "model"
         tmp = self.path / ".model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
+        if hasattr(model, "merge_and_unload"):  # a PEFT model: keep the adapter, and a merged model that loads alone
+            model.save_pretrained(tmp / "adapter")
+            tokenizer.save_pretrained(tmp / "adapter")
+            model = model.merge_and_unload()
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        self._write_card(tmp)
         if final.exists():
             old = self.path / ".model.old"
             shutil.rmtree(old, ignore_errors=True)
@@ -118,6 +123,17 @@ class RunFolder:
         else:
             os.replace(tmp, final)
         return final
+
+    def _write_card(self, folder: Path) -> None:
+        from rloo_demo.modelcard import model_card
+
+        (folder / "README.md").write_text(model_card(self.config(), self.metrics(), self.evaluation()))
+
+    def write_evaluation(self, result: dict) -> None:
+        """Save an evaluation and add its figures to the model card."""
+        self.write_json("evaluation.json", result)
+        if self.model_dir is not None:
+            self._write_card(self.model_dir)
 
     def write_json(self, filename: str, data: dict) -> None:
         tmp = self.path / f".{filename}.tmp"

@@ -109,7 +109,9 @@ class RunState:
         return snap.eval()
 
 
-def train(config: RunConfig, state: RunState | None = None, progress: bool = False) -> RunState:
+def train(
+    config: RunConfig, state: RunState | None = None, progress: bool = False, stop_file: str | None = None
+) -> RunState:
     """Run RLOO to the end (or to a stop request). Never raises for a failure inside training: the error is in
     ``state.error`` and in the run folder's status. Configuration and resolution errors do raise, before anything
     is written."""
@@ -126,7 +128,7 @@ def train(config: RunConfig, state: RunState | None = None, progress: bool = Fal
     if run is not None:
         run.set_status("running", pid=os.getpid(), started=state.started)
     try:
-        trainer = build_trainer(config, state, progress=progress)
+        trainer = build_trainer(config, state, progress=progress, stop_file=stop_file)
         state.trainer = trainer
         trainer.train()
         stopped = state.stop_event.is_set() and trainer.state.global_step < config.max_steps
@@ -153,7 +155,7 @@ def _remove_if_empty(folder) -> None:
         pass
 
 
-def build_trainer(config: RunConfig, state: RunState, progress: bool = False):
+def build_trainer(config: RunConfig, state: RunState, progress: bool = False, stop_file: str | None = None):
     """A ``CapturingRLOOTrainer`` wired to the run folder, the metrics channel, stop and the weights lock."""
     import tempfile
 
@@ -176,7 +178,9 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False):
     trainer_dir = run.path / "trainer" if run is not None else tempfile.mkdtemp(prefix="rloo-rank-")
     args = config.to_rloo_config(trainer_dir, num_processes=PartialState().num_processes, reward_weights=config.weights)
     callbacks = [
-        LiveMetricsCallback(state.channel, state.stop_event, on_record=run.append_metrics if run else None),
+        LiveMetricsCallback(
+            state.channel, state.stop_event, on_record=run.append_metrics if run else None, stop_file=stop_file
+        ),
         state.weights,
     ]
     if progress:
@@ -189,6 +193,7 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False):
         processing_class=tokenizer,
         callbacks=callbacks,
         rollout_sink=lambda step, groups: _keep_rollouts(state, step, groups),
+        peft_config=config.peft_config(),
     )
     # With tqdm off, Trainer prints every log dict to stdout; our channel, files and progress bar replace that.
     trainer.remove_callback(PrinterCallback)

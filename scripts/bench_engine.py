@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     t1 = time.time()
     result = evaluate(base, trained, tok, config, heldout_prompts(config, 64), samples_per_prompt=2, seed=0)
     eval_seconds = time.time() - t1
-    state.run.write_json("evaluation.json", result)
+    state.run.write_evaluation(result)
 
     figures = {
         "run": str(state.run.path),

@@ -1,4 +1,7 @@
-"""Tiny-scale runs of the asset build scripts, to show they still work: ``python -m pytest tests/test_build_scripts.py``."""
+"""Tiny-scale runs of the asset build scripts, to show they still work.
+
+``python -m pytest tests/test_build_scripts.py``
+"""
 
 import json
 import sys

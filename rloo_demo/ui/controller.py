@@ -157,7 +157,12 @@ class Controller:
         if active is not None:
             config = active.job.state.config
             base, tok = self._load(config.policy)
-            trained = active.job.state.policy_snapshot() or base
+            trained = active.job.state.policy_snapshot()
+            if trained is None:
+                raise ValueError(
+                    "this run's policy is not available yet (it is loading, or it trains in a subprocess); "
+                    "compare again once it has a first step, or when it ends"
+                )
             return base, trained, tok, config
         run = self.runner.run(name)
         config = run.config()
@@ -225,7 +230,7 @@ class Controller:
         prompts = heldout_prompts(config, int(num_prompts))
         result = evaluate(base, trained, tok, config, prompts, int(samples_per_prompt), int(seed), progress=progress)
         if self.runner.get_active(name) is None:
-            self.runner.run(name).write_json("evaluation.json", result)
+            self.runner.run(name).write_evaluation(result)
         return result
 
     # ------------------------------------------------------------------ downloads

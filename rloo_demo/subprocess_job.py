@@ -1,0 +1,147 @@
+"""The web app's second backend: a run trained in a subprocess under ``accelerate launch`` with N processes (DDP, or
+whatever the accelerate config says), followed through its run folder as LLaMA-Factory's board follows its logs.
+
+The subprocess is the CLI (``python -m accelerate.commands.launch ... -m rloo_demo train --config ...``); rank 0
+appends ``metrics.jsonl`` and ``rollouts.jsonl`` step by step, and a follower thread here tails both files into the
+same ``RunState`` (metrics channel, rollouts by step) that the in-process backend fills, so the UI cannot tell them
+apart. Stop is a file the training processes look for at each step boundary (rank 0 decides for all).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rloo_demo.config import RunConfig
+from rloo_demo.runs import RunFolder, default_run_name
+from rloo_demo.training import RunState, check_resources
+
+POLL_SECONDS = 0.2
+
+
+class JsonlTail:
+    """Complete lines appended to a JSONL file since the last read (a half-written last line waits)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        return [json.loads(line) for line in chunk[: end + 1].splitlines() if line.strip()]
+
+
+def launch_command(config_path: Path, stop_file: Path, num_processes: int) -> list[str]:
+    import torch
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--num_processes",
+        str(num_processes),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ]
+    if not torch.cuda.is_available():
+        cmd.append("--cpu")
+    return cmd + ["-m", "rloo_demo", "train", "--config", str(config_path), "--stop-file", str(stop_file)]
+
+
+class SubprocessJob:
+    """Same interface as ``TrainingJob`` (``state``, ``start``, ``stop``, ``join``, ``done``, ``run``)."""
+
+    def __init__(self, config: RunConfig, num_processes: int = 2):
+        self.state = RunState(config.validate())
+        self.num_processes = num_processes
+        self.proc: subprocess.Popen | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> SubprocessJob:
+        config = self.state.config
+        check_resources(config)
+        root = Path(config.output_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        name = config.run_name or default_run_name(config)
+        suffix = 1
+        while (root / name).exists():
+            suffix += 1
+            name = f"{config.run_name or default_run_name(config)}-{suffix}"
+        config.run_name = name
+        self.config_path = root / f".{name}.config.yaml"
+        config.save(self.config_path)
+        self.stop_file = root / f".{name}.stop"
+        self.log_path = root / f".{name}.log"
+        self.state.run = RunFolder(root / name)
+        self.state.status, self.state.started = "running", time.time()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                launch_command(self.config_path, self.stop_file, self.num_processes),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.thread.start()
+        return self
+
+    def _follow(self) -> None:
+        run, st = self.state.run, self.state
+        metrics, rollouts = JsonlTail(run.path / "metrics.jsonl"), JsonlTail(run.path / "rollouts.jsonl")
+
+        def drain():
+            for record in metrics.read():
+                st.channel.publish(record)
+            for group in rollouts.read():
+                st.rollouts.setdefault(group["step"], []).append(group)
+
+        while self.proc.poll() is None:
+            drain()
+            time.sleep(POLL_SECONDS)
+        drain()
+        status = run.status() if (run.path / "status.json").is_file() else {}
+        st.status = status.get("status", "failed")
+        st.error = status.get("error")
+        if self.proc.returncode != 0 and st.status in ("running", "finished"):
+            st.status = "failed"
+            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+            st.error = f"training subprocess exited with code {self.proc.returncode}: {' | '.join(tail)}"
+            if run.path.is_dir():
+                run.set_status("failed", error=st.error)
+        st.finished = time.time()
+        st.channel.close()
+        for p in (self.stop_file, self.config_path):
+            p.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self.state.stop_event.set()
+        self.stop_file.touch()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self.thread is not None:
+            self.thread.join(timeout)
+        return self.done
+
+    @property
+    def done(self) -> bool:
+        return self.thread is not None and not self.thread.is_alive()
+
+    @property
+    def run(self) -> RunFolder:
+        return self.state.run
