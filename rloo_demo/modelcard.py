@@ -31,9 +31,10 @@ def model_card(config: RunConfig, metrics: list[dict], evaluation: dict | None =
         f"- prompts: {config.data_source} ({config.prompt_template} template)",
     ]
     if metrics:
+        r0, r1 = first.get("reward", float("nan")), last.get("reward", float("nan"))
         lines.append(
-            f"- training reward {first.get('reward', float('nan')):+.3f} (step 1) -> {last.get('reward', float('nan')):+.3f} "
-            f"(step {last.get('step')}), KL to reference {last.get('kl', 0.0):.3f} nats/token"
+            f"- training reward {r0:+.3f} (step 1) -> {r1:+.3f} (step {last.get('step')}), "
+            f"KL to reference {last.get('kl', 0.0):.3f} nats/token"
         )
     if evaluation:
         lo, hi = evaluation["difference_ci95"]
