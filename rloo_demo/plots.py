@@ -1,8 +1,15 @@
 """Plotly figure builders for the live training view, the rollout explorer and the evaluation.
 
 Every function is pure: it takes the plain records the trainer logs (one dict per optimisation step), a captured
-rollout group, or an evaluation result, and returns a fresh ``plotly.graph_objects.Figure``. Nothing here imports
-gradio or touches files, so the builders can be tested and reused without a server.
+rollout group, or an evaluation result, and returns a fresh plotly figure as a plain JSON-ready dict,
+``{"data": [trace, ...], "layout": {...}}``, ready for ``json.dumps`` and plotly.js. Nothing here imports gradio or
+touches files, so the builders can be tested and reused without a server.
+
+The dicts are written out by hand instead of through ``plotly.graph_objects``: its property validation costs about
+20 ms per figure, and the live page rebuilds six figures on every training step in the training process, where that
+time holds the GIL and slows training several times over. Nothing here imports plotly at all; the tests check every
+builder's output against plotly's schema with ``go.Figure(fig)`` instead. Only plain Python numbers, strings, lists
+and dicts go in, so ``json.dumps`` needs no encoder.
 
 Metric keys can be missing (TRL does not log ``kl`` when beta = 0); a builder then returns an empty figure with an
 annotation that says why, instead of raising, because a live page redraws on every step and must never break.
@@ -12,8 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
-import plotly.graph_objects as go
+Figure = dict[str, Any]  # {"data": [trace dicts], "layout": {...}}, as plotly.js and go.Figure(...) take it
 
 # Mid-luminance, colourblind-friendly colours: legible on a white page and on a near-black one alike.
 PALETTE = ["#4C9BE8", "#E8A33D", "#3DBE8B", "#D9534F", "#9B7BD8", "#5BC0C8", "#C97FB0"]
@@ -22,6 +30,54 @@ GRID = "rgba(128,128,128,0.25)"
 AXIS_TEXT = "#888"
 UIREVISION = "rloo-demo"  # constant, so a zoom or pan survives the redraw on each new step
 ZERO_ADVANTAGE = 1e-6  # below this an advantage pushes the policy neither way; float noise, not signal
+TRANSPARENT = "rgba(0,0,0,0)"
+
+
+def _template() -> dict:
+    """The parts of plotly.py's default "plotly" template that apply to these figures (2-D axes; scatter, bar and
+    histogram traces). ``go.Figure`` embedded the whole template in every figure; plotly.js has no default template
+    of its own, so without this the axes would lose their wider zero line, automargin and title standoff, the hover
+    label its left alignment and the bars their thin outline. The tests check it still matches plotly.py's template.
+    """
+    pattern = {"fillmode": "overlay", "size": 10, "solidity": 0.2}
+    axis = {
+        "automargin": True,
+        "gridcolor": "white",
+        "linecolor": "white",
+        "ticks": "",
+        "zerolinecolor": "white",
+        "zerolinewidth": 2,
+    }
+    return {
+        "data": {
+            "scatter": [{"fillpattern": dict(pattern), "type": "scatter"}],
+            "bar": [
+                {
+                    "error_x": {"color": "#2a3f5f"},
+                    "error_y": {"color": "#2a3f5f"},
+                    "marker": {"line": {"color": "#E5ECF6", "width": 0.5}, "pattern": dict(pattern)},
+                    "type": "bar",
+                }
+            ],
+            "histogram": [{"marker": {"pattern": dict(pattern)}, "type": "histogram"}],
+        },
+        "layout": {
+            "annotationdefaults": {"arrowcolor": "#2a3f5f", "arrowhead": 0, "arrowwidth": 1},
+            "autotypenumbers": "strict",
+            "colorway": ["#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A"]
+            + ["#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52"],
+            "font": {"color": "#2a3f5f"},
+            "hoverlabel": {"align": "left"},
+            "hovermode": "closest",
+            "paper_bgcolor": "white",
+            "plot_bgcolor": "#E5ECF6",
+            "shapedefaults": {"line": {"color": "#2a3f5f"}},
+            "title": {"x": 0.05},
+            "xaxis": dict(axis, title={"standoff": 15}),
+            "yaxis": dict(axis, title={"standoff": 15}),
+        },
+    }
+
 
 # Axis labels with units for the metrics TRL logs; used by the overlay, which can plot any of them.
 LABELS = {
@@ -67,61 +123,86 @@ def _series(records: Sequence[dict], *keys: str) -> tuple[list, ...]:
     return ([step for step, _ in rows], *([float(r[k]) for _, r in rows] for k in keys))
 
 
-def _figure(title: str, x_title: str, y_title: str, height: int = 220, legend: bool = False, top: int = 40):
-    fig = go.Figure()
-    axis = dict(gridcolor=GRID, zerolinecolor=GRID, linecolor=GRID, color=AXIS_TEXT, title_font_size=12)
-    fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font_size=14),
-        height=height,
-        margin=dict(l=50, r=10, t=top, b=40),
-        paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="rgba(0,0,0,0)",
-        font=dict(color=AXIS_TEXT, size=12),
-        colorway=PALETTE,
-        showlegend=legend,
-        legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom", bgcolor="rgba(0,0,0,0)"),
-        hovermode="x unified",
-        uirevision=UIREVISION,
-        xaxis=dict(axis, title_text=x_title),
-        yaxis=dict(axis, title_text=y_title),
-    )
-    return fig
+def _figure(title: str, x_title: str, y_title: str, height: int = 220, legend: bool = False, top: int = 40) -> Figure:
+    def axis(text: str) -> dict:
+        return {
+            "gridcolor": GRID,
+            "zerolinecolor": GRID,
+            "linecolor": GRID,
+            "color": AXIS_TEXT,
+            "title": {"text": text, "font": {"size": 12}},
+        }
+
+    layout = {
+        "template": _template(),
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        "height": height,
+        "margin": {"l": 50, "r": 10, "t": top, "b": 40},
+        "paper_bgcolor": TRANSPARENT,
+        "plot_bgcolor": TRANSPARENT,
+        "font": {"color": AXIS_TEXT, "size": 12},
+        "colorway": list(PALETTE),
+        "showlegend": legend,
+        "legend": {
+            "orientation": "h",
+            "x": 1,
+            "xanchor": "right",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "bgcolor": TRANSPARENT,
+        },
+        "hovermode": "x unified",
+        "uirevision": UIREVISION,
+        "xaxis": axis(x_title),
+        "yaxis": axis(y_title),
+    }
+    return {"data": [], "layout": layout}
 
 
-def _note(fig: go.Figure, text: str) -> go.Figure:
+def _annotate(fig: Figure, **annotation) -> None:
+    fig["layout"].setdefault("annotations", []).append(annotation)
+
+
+def _note(fig: Figure, text: str) -> Figure:
     """Mark a figure as empty on purpose, so a blank plot reads as 'nothing to show' rather than 'broken'."""
-    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font_size=13)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False)
+    _annotate(fig, text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 13})
+    fig["layout"]["xaxis"]["showticklabels"] = False
+    fig["layout"]["yaxis"]["showticklabels"] = False
     return fig
 
 
-def _line(fig: go.Figure, x, y, name: str, color: str, smoothing: float, dash: str = "solid", legend=True) -> None:
+def _line(fig: Figure, x, y, name: str, color: str, smoothing: float, dash: str = "solid", legend=True) -> None:
     """A metric line; with smoothing the raw points stay visible but faint, so noise is not hidden."""
     if smoothing > 0:
-        fig.add_scatter(
-            x=x,
-            y=y,
-            mode="lines",
-            line=dict(color=color, width=1, dash=dash),
-            opacity=0.3,
-            name=f"{name} (raw)",
-            legendgroup=name,
-            showlegend=False,
-            hoverinfo="skip",
+        fig["data"].append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": y,
+                "mode": "lines",
+                "line": {"color": color, "width": 1, "dash": dash},
+                "opacity": 0.3,
+                "name": f"{name} (raw)",
+                "legendgroup": name,
+                "showlegend": False,
+                "hoverinfo": "skip",
+            }
         )
         y = smooth(y, smoothing)
-    fig.add_scatter(
-        x=x,
-        y=y,
-        mode="lines",
-        line=dict(color=color, width=2, dash=dash),
-        name=name,
-        legendgroup=name,
-        showlegend=legend,
+    fig["data"].append(
+        {
+            "type": "scatter",
+            "x": x,
+            "y": y,
+            "mode": "lines",
+            "line": {"color": color, "width": 2, "dash": dash},
+            "name": name,
+            "legendgroup": name,
+            "showlegend": legend,
+        }
     )
     if x:
-        fig.update_xaxes(dtick=step_dtick(max(x)))
+        fig["layout"]["xaxis"]["dtick"] = step_dtick(max(x))
 
 
 def step_dtick(last_step: float) -> int:
@@ -141,7 +222,7 @@ def reward_names(records: Sequence[dict]) -> list[str]:
     return list(names)
 
 
-def reward_figure(records: Sequence[dict], smoothing: float = 0.0) -> go.Figure:
+def reward_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
     """Total reward per step with a ±1 std band (spread within groups), plus each reward function's mean."""
     fig = _figure("Reward", "optimisation step", LABELS["reward"], height=320, legend=True, top=60)
     steps, mean = _series(records, "reward")
@@ -153,15 +234,18 @@ def reward_figure(records: Sequence[dict], smoothing: float = 0.0) -> go.Figure:
         centre, spread = smooth(band_mean, smoothing), smooth(band_std, smoothing)
         upper = [c + s for c, s in zip(centre, spread, strict=True)]
         lower = [c - s for c, s in zip(centre, spread, strict=True)]
-        fig.add_scatter(
-            x=band_steps + band_steps[::-1],
-            y=upper + lower[::-1],
-            fill="toself",
-            mode="lines",
-            line=dict(width=0),
-            fillcolor="rgba(76,155,232,0.18)",
-            name="±1 std",
-            hoverinfo="skip",
+        fig["data"].append(
+            {
+                "type": "scatter",
+                "x": band_steps + band_steps[::-1],
+                "y": upper + lower[::-1],
+                "fill": "toself",
+                "mode": "lines",
+                "line": {"width": 0},
+                "fillcolor": "rgba(76,155,232,0.18)",
+                "name": "±1 std",
+                "hoverinfo": "skip",
+            }
         )
     _line(fig, steps, mean, "total reward", PALETTE[0], smoothing)
     for i, name in enumerate(reward_names(records)):
@@ -178,17 +262,17 @@ def _metric_figure(records, key: str, title: str, smoothing: float, missing: str
         return _note(fig, missing)
     _line(fig, steps, values, title, PALETTE[0], smoothing, legend=False)
     if y_range:
-        fig.update_yaxes(range=y_range)
+        fig["layout"]["yaxis"]["range"] = list(y_range)
     return fig
 
 
-def kl_figure(records: Sequence[dict], smoothing: float = 0.0) -> go.Figure:
+def kl_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
     """KL divergence of the policy from the frozen reference model, in nats per token."""
     missing = "No KL logged: with beta = 0 there is no KL penalty, so TRL does not compute it."
     return _metric_figure(records, "kl", "KL to reference", smoothing, missing, height=260)
 
 
-def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[str, go.Figure]:
+def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[str, Figure]:
     """Small diagnostics: loss, entropy, completion length and the share of groups with no learning signal."""
     specs = {
         "loss": ("loss", "Loss", None),
@@ -203,6 +287,11 @@ def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[s
     }
 
 
+def _number(v):
+    """A finite number as is, anything else as None: NaN is not JSON, and plotly.js draws None as a gap."""
+    return v if _finite(v) else None
+
+
 def _fmt(v, spec: str) -> str:
     return format(v, spec) if _finite(v) else "?"
 
@@ -212,7 +301,7 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def group_figure(group: dict) -> go.Figure:
+def group_figure(group: dict) -> Figure:
     """One prompt's K completions: shaped reward bars against each one's leave-one-out baseline.
 
     A bar above its baseline marker beat the mean of its siblings; bar colour is the sign of the advantage that
@@ -233,26 +322,32 @@ def group_figure(group: dict) -> go.Figure:
         f" · KL {_fmt(c.get('kl'), '.3f')} nats (whole completion) · {c.get('num_tokens', '?')} tokens"
         for c in completions
     ]
-    fig.add_bar(
-        x=labels,
-        y=[c.get("shaped_reward") for c in completions],
-        marker_color=colours,
-        name="shaped reward",
-        hovertext=hover,
-        hoverinfo="text+y",
+    fig["data"].append(
+        {
+            "type": "bar",
+            "x": labels,
+            "y": [_number(c.get("shaped_reward")) for c in completions],
+            "marker": {"color": colours},
+            "name": "shaped reward",
+            "hovertext": hover,
+            "hoverinfo": "text+y",
+        }
     )
-    fig.add_scatter(
-        x=labels,
-        y=[c.get("baseline") for c in completions],
-        mode="markers",
-        name="leave-one-out baseline",
-        marker=dict(symbol="line-ew-open", size=28, line=dict(width=3, color=PALETTE[4])),
+    fig["data"].append(
+        {
+            "type": "scatter",
+            "x": list(labels),
+            "y": [_number(c.get("baseline")) for c in completions],
+            "mode": "markers",
+            "name": "leave-one-out baseline",
+            "marker": {"symbol": "line-ew-open", "size": 28, "line": {"width": 3, "color": PALETTE[4]}},
+        }
     )
-    fig.update_layout(hovermode="closest", bargap=0.35)
+    fig["layout"].update(hovermode="closest", bargap=0.35)
     return fig
 
 
-def overlay_figure(runs: dict[str, Sequence[dict]], metric: str, smoothing: float = 0.0) -> go.Figure:
+def overlay_figure(runs: dict[str, Sequence[dict]], metric: str, smoothing: float = 0.0) -> Figure:
     """One line per run for the same metric, to compare runs (e.g. different beta or K) on one axis."""
     fig = _figure(
         f"{metric} across runs", "optimisation step", LABELS.get(metric, metric), height=320, legend=True, top=60
@@ -268,7 +363,7 @@ def overlay_figure(runs: dict[str, Sequence[dict]], metric: str, smoothing: floa
     return fig
 
 
-def eval_histogram(result: dict) -> go.Figure:
+def eval_histogram(result: dict) -> Figure:
     """Base vs trained reward distributions on the same prompts, with each mean and the difference's 95% CI."""
     base = [v for v in result.get("base_rewards", []) if _finite(v)]
     trained = [v for v in result.get("trained_rewards", []) if _finite(v)]
@@ -286,17 +381,46 @@ def eval_histogram(result: dict) -> go.Figure:
     # Shared bins, otherwise the two overlaid histograms pick different edges and cannot be compared bar by bar.
     pooled = base + trained
     lo, hi = (min(pooled), max(pooled)) if pooled else (-1.0, 1.0)
-    bins = dict(start=lo, end=hi + 1e-9, size=(hi - lo) / 20 if hi > lo else 0.1)
+    bins = {"start": lo, "end": hi + 1e-9, "size": (hi - lo) / 20 if hi > lo else 0.1}
     for label, values, colour in (("base", base, PALETTE[1]), ("trained", trained, PALETTE[0])):
-        fig.add_histogram(x=values, name=label, marker_color=colour, opacity=0.6, xbins=bins)
-        if means[label] is not None:
-            fig.add_vline(
-                x=means[label],
-                line=dict(color=colour, dash="dash", width=2),
-                annotation_text=f"{label} mean {means[label]:+.3f}",
-                annotation_font_color=colour,
+        fig["data"].append(
+            {
+                "type": "histogram",
+                "x": values,
+                "name": label,
+                "marker": {"color": colour},
+                "opacity": 0.6,
+                "xbins": dict(bins),
+            }
+        )
+        mean = means[label]
+        if mean is not None:
+            # What go.Figure.add_vline made: a full-height line at the mean, labelled at its top right.
+            fig["layout"].setdefault("shapes", []).append(
+                {
+                    "type": "line",
+                    "x0": mean,
+                    "x1": mean,
+                    "xref": "x",
+                    "y0": 0,
+                    "y1": 1,
+                    "yref": "y domain",
+                    "line": {"color": colour, "dash": "dash", "width": 2},
+                }
             )
-    fig.update_layout(barmode="overlay", hovermode="closest")
+            _annotate(
+                fig,
+                text=f"{label} mean {mean:+.3f}",
+                x=mean,
+                xref="x",
+                xanchor="left",
+                y=1,
+                yref="y domain",
+                yanchor="top",
+                showarrow=False,
+                font={"color": colour},
+            )
+    fig["layout"].update(barmode="overlay", hovermode="closest")
     if not pooled:
         _note(fig, "No evaluation rewards to show.")
     return fig

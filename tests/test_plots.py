@@ -1,10 +1,18 @@
-"""Figure builders: ``python -m pytest tests/test_plots.py``. Pure functions, no server, well under a second."""
+"""Figure builders: ``python -m pytest tests/test_plots.py``. Pure functions, no server, well under a second.
 
+The builders return plain dicts and never import plotly; these tests may, to check the dicts against its schema.
+"""
+
+import json
 import math
+import subprocess
+import sys
 
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 
+from rloo_demo import plots
 from rloo_demo.plots import (
     NEGATIVE,
     NEUTRAL,
@@ -41,15 +49,21 @@ def make_records(n=12, kl=True, names=("vader_compound", "length_penalty")):
 
 
 def annotations(fig):
-    return [a.text for a in fig.layout.annotations]
+    return [a["text"] for a in fig["layout"].get("annotations", [])]
+
+
+def names(fig):
+    return [t["name"] for t in fig["data"]]
 
 
 def assert_styled(fig):
-    assert isinstance(fig, go.Figure)
-    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
-    assert fig.layout.paper_bgcolor == "rgba(0,0,0,0)" and fig.layout.plot_bgcolor == "rgba(0,0,0,0)"
-    assert fig.layout.uirevision is not None
-    assert fig.layout.height
+    assert isinstance(fig, dict) and set(fig) == {"data", "layout"}
+    layout = fig["layout"]
+    assert layout["xaxis"]["title"]["text"] and layout["yaxis"]["title"]["text"]
+    assert layout["paper_bgcolor"] == "rgba(0,0,0,0)" and layout["plot_bgcolor"] == "rgba(0,0,0,0)"
+    assert layout["uirevision"] is not None
+    assert layout["height"]
+    assert all(t["type"] in ("scatter", "bar", "histogram") for t in fig["data"])
 
 
 # --- smooth -------------------------------------------------------------------------------------------------------
@@ -84,25 +98,26 @@ def test_smooth_skips_none_and_nan_in_place():
 def test_reward_figure_traces_band_and_reward_functions():
     fig = reward_figure(make_records())
     assert_styled(fig)
-    names = [t.name for t in fig.data]
-    assert names == ["±1 std", "total reward", "vader_compound", "length_penalty"]
-    band = fig.data[0]
-    assert band.fill == "toself" and len(band.x) == 2 * 12
-    assert max(band.y) == pytest.approx(max(r["reward"] for r in make_records()) + 0.3)
-    assert "step" in fig.layout.xaxis.title.text and "[-1, 1]" in fig.layout.yaxis.title.text
+    assert names(fig) == ["±1 std", "total reward", "vader_compound", "length_penalty"]
+    band = fig["data"][0]
+    assert band["fill"] == "toself" and len(band["x"]) == 2 * 12
+    assert max(band["y"]) == pytest.approx(max(r["reward"] for r in make_records()) + 0.3)
+    layout = fig["layout"]
+    assert "step" in layout["xaxis"]["title"]["text"] and "[-1, 1]" in layout["yaxis"]["title"]["text"]
+    assert layout["xaxis"]["dtick"] == 2  # whole steps, from step_dtick(12)
 
 
 def test_reward_smoothing_changes_values_keeps_raw_faint():
     records = make_records()
     raw = reward_figure(records)
     smoothed = reward_figure(records, smoothing=0.8)
-    solid_raw = next(t for t in raw.data if t.name == "total reward")
-    solid = next(t for t in smoothed.data if t.name == "total reward")
-    faint = next(t for t in smoothed.data if t.name == "total reward (raw)")
-    assert len(solid.y) == len(solid_raw.y) == 12
-    assert list(solid.y) != pytest.approx(list(solid_raw.y))
-    assert list(faint.y) == pytest.approx(list(solid_raw.y))
-    assert faint.opacity < 1 and faint.showlegend is False
+    solid_raw = next(t for t in raw["data"] if t["name"] == "total reward")
+    solid = next(t for t in smoothed["data"] if t["name"] == "total reward")
+    faint = next(t for t in smoothed["data"] if t["name"] == "total reward (raw)")
+    assert len(solid["y"]) == len(solid_raw["y"]) == 12
+    assert list(solid["y"]) != pytest.approx(list(solid_raw["y"]))
+    assert list(faint["y"]) == pytest.approx(list(solid_raw["y"]))
+    assert faint["opacity"] < 1 and faint["showlegend"] is False
 
 
 def test_reward_figure_without_data_shows_annotation():
@@ -110,6 +125,7 @@ def test_reward_figure_without_data_shows_annotation():
         fig = reward_figure(records)
         assert_styled(fig)
         assert annotations(fig), records
+        assert fig["data"] == [] and fig["layout"]["xaxis"]["showticklabels"] is False
 
 
 # --- kl and secondary ---------------------------------------------------------------------------------------------
@@ -118,10 +134,10 @@ def test_reward_figure_without_data_shows_annotation():
 def test_kl_figure_and_missing_kl():
     fig = kl_figure(make_records())
     assert_styled(fig)
-    assert list(fig.data[0].y) == pytest.approx([0.01 * s for s in range(1, 13)])
-    assert "nats" in fig.layout.yaxis.title.text
+    assert list(fig["data"][0]["y"]) == pytest.approx([0.01 * s for s in range(1, 13)])
+    assert "nats" in fig["layout"]["yaxis"]["title"]["text"]
     empty = kl_figure(make_records(kl=False), smoothing=0.5)
-    assert len(empty.data) == 0
+    assert len(empty["data"]) == 0
     assert any("beta" in text for text in annotations(empty))
 
 
@@ -130,10 +146,11 @@ def test_secondary_figures_keys_units_and_missing_keys():
     assert set(figs) == {"loss", "entropy", "completion_length", "frac_reward_zero_std"}
     for fig in figs.values():
         assert_styled(fig)
-        assert len(fig.data) == 2  # faint raw + smoothed
-    assert "nats/token" in figs["entropy"].layout.yaxis.title.text
-    assert "tokens" in figs["completion_length"].layout.yaxis.title.text
-    assert "0..1" in figs["frac_reward_zero_std"].layout.yaxis.title.text
+        assert len(fig["data"]) == 2  # faint raw + smoothed
+    assert "nats/token" in figs["entropy"]["layout"]["yaxis"]["title"]["text"]
+    assert "tokens" in figs["completion_length"]["layout"]["yaxis"]["title"]["text"]
+    assert "0..1" in figs["frac_reward_zero_std"]["layout"]["yaxis"]["title"]["text"]
+    assert figs["frac_reward_zero_std"]["layout"]["yaxis"]["range"] == [-0.02, 1.02]
     for fig in secondary_figures([{"step": 1}]).values():
         assert_styled(fig)
         assert annotations(fig)
@@ -179,21 +196,26 @@ def test_group_figure_colours_follow_advantage_sign():
     group = make_group()
     fig = group_figure(group)
     assert_styled(fig)
-    bars = next(t for t in fig.data if t.type == "bar")
-    baseline = next(t for t in fig.data if t.type == "scatter")
-    assert list(bars.x) == ["#1", "#2", "#3", "#4"]
-    assert list(bars.y) == [c["shaped_reward"] for c in group["completions"]]
-    assert list(baseline.y) == pytest.approx([c["baseline"] for c in group["completions"]])
+    bars = next(t for t in fig["data"] if t["type"] == "bar")
+    baseline = next(t for t in fig["data"] if t["type"] == "scatter")
+    assert list(bars["x"]) == ["#1", "#2", "#3", "#4"]
+    assert list(bars["y"]) == [c["shaped_reward"] for c in group["completions"]]
+    assert list(baseline["y"]) == pytest.approx([c["baseline"] for c in group["completions"]])
     # #1 beats its siblings, #2 and #3 fall below theirs, #4 was zeroed by hand
-    assert list(bars.marker.color) == [POSITIVE, NEGATIVE, NEGATIVE, NEUTRAL]
-    assert "This movie was" in fig.layout.title.text and "…" in fig.layout.title.text
-    assert len(fig.layout.title.text) < 80
+    assert list(bars["marker"]["color"]) == [POSITIVE, NEGATIVE, NEGATIVE, NEUTRAL]
+    title = fig["layout"]["title"]["text"]
+    assert "This movie was" in title and "…" in title
+    assert len(title) < 80
 
 
 def test_group_figure_copes_with_missing_fields():
     assert annotations(group_figure({}))
     fig = group_figure({"prompt": "x", "completions": [{"text": "a"}, {"advantage": None, "shaped_reward": 0.1}]})
-    assert list(fig.data[0].marker.color) == [NEUTRAL, NEUTRAL]
+    assert list(fig["data"][0]["marker"]["color"]) == [NEUTRAL, NEUTRAL]
+    # a NaN reward becomes a gap (None), never a bare NaN that a browser's JSON.parse rejects
+    fig = group_figure({"completions": [{"shaped_reward": float("nan"), "baseline": float("inf")}]})
+    assert fig["data"][0]["y"] == [None] and fig["data"][1]["y"] == [None]
+    json.dumps(fig, allow_nan=False)
 
 
 # --- overlay and evaluation ---------------------------------------------------------------------------------------
@@ -203,12 +225,14 @@ def test_overlay_one_trace_per_run():
     runs = {"beta=0": make_records(kl=False), "beta=0.05": make_records(), "K=8": make_records(n=5)}
     fig = overlay_figure(runs, "reward")
     assert_styled(fig)
-    assert [t.name for t in fig.data] == list(runs)
-    assert len(fig.data[2].x) == 5
+    assert names(fig) == list(runs)
+    assert len(fig["data"][2]["x"]) == 5
     # kl is missing in one run: that run is left out, the others stay
-    assert [t.name for t in overlay_figure(runs, "kl").data] == ["beta=0.05", "K=8"]
+    assert names(overlay_figure(runs, "kl")) == ["beta=0.05", "K=8"]
     smoothed = overlay_figure(runs, "reward", smoothing=0.5)
-    assert [t.name for t in smoothed.data if t.showlegend is not False] == list(runs)
+    assert [t["name"] for t in smoothed["data"] if t.get("showlegend") is not False] == list(runs)
+    colours = [t["line"]["color"] for t in fig["data"]]
+    assert len(set(colours)) == len(runs)  # one colour per run
     assert annotations(overlay_figure(runs, "no/such/metric"))
     assert annotations(overlay_figure({}, "reward"))
 
@@ -223,19 +247,123 @@ def test_eval_histogram():
     }
     fig = eval_histogram(result)
     assert_styled(fig)
-    hists = [t for t in fig.data if t.type == "histogram"]
-    assert [t.name for t in hists] == ["base", "trained"]
-    assert hists[0].xbins == hists[1].xbins  # shared bins, comparable bar by bar
-    assert len(fig.layout.shapes) == 2  # one vertical line per mean
-    assert sorted(s.x0 for s in fig.layout.shapes) == pytest.approx([-0.05, 0.6])
-    title = fig.layout.title.text
+    hists = [t for t in fig["data"] if t["type"] == "histogram"]
+    assert [t["name"] for t in hists] == ["base", "trained"]
+    assert hists[0]["xbins"] == hists[1]["xbins"]  # shared bins, comparable bar by bar
+    shapes = fig["layout"]["shapes"]
+    assert len(shapes) == 2  # one vertical line per mean, full height
+    assert sorted(s["x0"] for s in shapes) == pytest.approx([-0.05, 0.6])
+    assert all(s["x0"] == s["x1"] and (s["y0"], s["y1"]) == (0, 1) for s in shapes)
+    assert annotations(fig) == ["base mean -0.050", "trained mean +0.600"]
+    title = fig["layout"]["title"]["text"]
     assert "+0.650" in title and "[+0.300, +0.900]" in title
 
 
 def test_eval_histogram_partial_results():
     fig = eval_histogram({"base_rewards": [0.1, 0.3], "trained_rewards": [0.5]})
-    assert "+0.300" in fig.layout.title.text and "CI" not in fig.layout.title.text
+    assert "+0.300" in fig["layout"]["title"]["text"] and "CI" not in fig["layout"]["title"]["text"]
     empty = eval_histogram({})
     assert_styled(empty)
-    assert len([t for t in empty.data if t.type == "histogram"]) == 2
-    assert annotations(empty)
+    assert len([t for t in empty["data"] if t["type"] == "histogram"]) == 2
+    assert annotations(empty) == ["No evaluation rewards to show."]
+    assert "shapes" not in empty["layout"]
+
+
+# --- plain, valid, JSON-ready dicts -------------------------------------------------------------------------------
+
+
+def all_figures():
+    """Every builder, on full, smoothed, partial and empty input."""
+    records = make_records()
+    runs = {"beta=0": make_records(kl=False), "beta=0.05": make_records(), "K=8": make_records(n=5)}
+    result = {"base_rewards": [-0.5, 0.0, 0.1], "trained_rewards": [0.3, 0.9], "difference_ci95": [0.1, 0.9]}
+    figs = {
+        "reward": reward_figure(records),
+        "reward smoothed": reward_figure(records, smoothing=0.6),
+        "reward empty": reward_figure([]),
+        "kl": kl_figure(records, smoothing=0.6),
+        "kl missing": kl_figure(make_records(kl=False)),
+        "group": group_figure(make_group()),
+        "group empty": group_figure({}),
+        "overlay": overlay_figure(runs, "reward", smoothing=0.5),
+        "overlay empty": overlay_figure({}, "reward"),
+        "eval": eval_histogram(result),
+        "eval empty": eval_histogram({}),
+    }
+    figs.update({f"secondary {k}": f for k, f in secondary_figures(records, smoothing=0.6).items()})
+    figs.update({f"secondary empty {k}": f for k, f in secondary_figures([{"step": 1}]).items()})
+    return figs
+
+
+def plain(value):
+    """Only the types json.dumps writes as they are: no numpy, no tuples, no plotly objects."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(plain(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or type(value) in (str, int, bool)
+
+
+@pytest.mark.parametrize("name, fig", all_figures().items())
+def test_figures_are_valid_plotly_and_json(name, fig):
+    assert_styled(fig)
+    assert plain(fig), name
+    text = json.dumps(fig, allow_nan=False)  # strict JSON: a browser's JSON.parse rejects NaN
+    assert json.loads(text) == fig
+    # plotly's own validators raise ValueError on any property, value or trace type the schema does not know
+    validated = go.Figure(fig)
+    # and the figure comes back unchanged: nothing plotly.py would have rewritten, such as a magic-underscore key
+    # ("title_font_size") that it expands but plotly.js would ignore
+    assert json.loads(validated.to_json()) == fig
+
+
+def subset(small, big, path="template"):
+    """Every key and value of ``small`` is in ``big`` (lists of dicts compared item by item)."""
+    if isinstance(small, dict):
+        for key, value in small.items():
+            assert key in big, f"{path}.{key}"
+            subset(value, big[key], f"{path}.{key}")
+    elif isinstance(small, list) and small and isinstance(small[0], dict):
+        assert len(small) == len(big), path
+        for a, b in zip(small, big, strict=True):
+            subset(a, b, path)
+    else:
+        assert small == big, path
+
+
+def test_embedded_template_matches_plotly_default():
+    """go.Figure used to embed plotly.py's default template; the dicts carry the part of it that applies to them."""
+    assert pio.templates.default == "plotly"
+    full = json.loads(json.dumps(pio.templates["plotly"].to_plotly_json()))
+    template = reward_figure(make_records())["layout"]["template"]
+    subset(template, full)
+    trace_types = {t["type"] for fig in all_figures().values() for t in fig["data"]}
+    assert trace_types <= set(template["data"])
+    # what is left out only applies to maps, 3-D, polar and ternary plots and colour scales
+    assert set(full["layout"]) - set(template["layout"]) <= {
+        "coloraxis",
+        "colorscale",
+        "geo",
+        "mapbox",
+        "polar",
+        "scene",
+        "ternary",
+    }
+
+
+def test_plots_module_does_not_import_plotly():
+    code = "import sys, rloo_demo.plots; print(any(m == 'plotly' or m.startswith('plotly.') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    assert "plotly" not in plots.__dict__
+
+
+def test_figures_are_fresh():
+    """Each call builds new dicts, so a caller editing one figure cannot change the next."""
+    a, b = reward_figure(make_records()), reward_figure(make_records())
+    a["layout"]["xaxis"]["title"]["text"] = "changed"
+    a["layout"]["template"]["layout"]["font"]["color"] = "red"
+    assert b["layout"]["xaxis"]["title"]["text"] != "changed"
+    assert reward_figure(make_records())["layout"]["template"]["layout"]["font"]["color"] != "red"

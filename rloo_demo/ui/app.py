@@ -10,6 +10,7 @@ run (only they may stop it) and survives page reloads; a reloaded page re-attach
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import uuid
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from rloo_demo import plots
 from rloo_demo.runner import Runner
@@ -89,9 +91,15 @@ class Limits:
             raise ConfigError(problems)
 
 
+def as_plot(figure: dict) -> PlotData:
+    """A figure dict as gr.Plot's payload. The builders make plain dicts, not ``go.Figure``s: plotly's validation
+    costs ~20 ms a figure, GIL time that the training thread in this process would lose at every redraw."""
+    return PlotData(type="plotly", plot=json.dumps(figure))
+
+
 def _records_figures(records: list[dict], smoothing: float) -> list:
     secondary = plots.secondary_figures(records, smoothing)
-    return [
+    figures = [
         plots.reward_figure(records, smoothing),
         plots.kl_figure(records, smoothing),
         secondary["loss"],
@@ -99,6 +107,7 @@ def _records_figures(records: list[dict], smoothing: float) -> list:
         secondary["completion_length"],
         secondary["frac_reward_zero_std"],
     ]
+    return [as_plot(f) for f in figures]
 
 
 def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks:
@@ -194,7 +203,7 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
                 slider,
                 groups_html(groups),
                 gr.Dropdown(choices=labels, value=label),
-                plots.group_figure(g),
+                as_plot(plots.group_figure(g)),
                 gr.Dataframe(value=rows, headers=headers),
             )
 
@@ -208,7 +217,11 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
             for g in groups:
                 if f"Prompt {g['group'] + 1}: {g['prompt'][:40]}" == group_label:
                     headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
-                    return plots.group_figure(g), gr.Dataframe(value=rows, headers=headers), "Select a row above."
+                    return (
+                        as_plot(plots.group_figure(g)),
+                        gr.Dataframe(value=rows, headers=headers),
+                        "Select a row above.",
+                    )
             return gr.skip(), gr.skip(), gr.skip()
 
         ro.group.input(
@@ -274,7 +287,7 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
                 return f"**Error:** {error_text(exc)}", None
             from rloo_demo.evaluation import format_report
 
-            return f"```\n{format_report(result)}\n```", plots.eval_histogram(result)
+            return f"```\n{format_report(result)}\n```", as_plot(plots.eval_histogram(result))
 
         cp.evaluate.click(
             do_evaluate,
@@ -302,7 +315,7 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
                 view = controller.view(n)
                 if view is not None:
                     data[n] = view.records
-            return plots.overlay_figure(data, metric, smoothing)
+            return as_plot(plots.overlay_figure(data, metric, smoothing))
 
         for trigger in (rs.overlay_runs.change, rs.metric.change, rs.smoothing.release):
             trigger(overlay, [rs.overlay_runs, rs.metric, rs.smoothing], rs.overlay, api_visibility="private")
@@ -408,6 +421,8 @@ def main() -> None:
     runner = Runner(
         runs_dir=os.environ.get("RLOO_RUNS_DIR", "runs"),
         max_concurrent=int(os.environ.get("RLOO_MAX_CONCURRENT_RUNS", "1")),
+        backend=os.environ.get("RLOO_BACKEND", "thread"),
+        num_processes=int(os.environ.get("RLOO_NUM_PROCESSES", "2")),
     )
     demo = build_app(Controller(runner), Limits.from_env())
     demo.queue(default_concurrency_limit=4)
