@@ -4,10 +4,12 @@
 
 1. Cold start: ``python app.py`` until the page answers HTTP 200 (target <= 15 s).
 2. Step time: the same config trained bare through the engine (``python -m rloo_demo train``) and under the app
-   with a browser page watching it live; ratio of mean step times (target <= 1.05).
-3. Latency: from a step being logged (its ``logged_at`` wall time) to the reward plot in the page having that
-   point, read by headless Chromium every 50 ms (target <= 1.5 s). Needs /usr/bin/chromium; skipped otherwise.
-4. Peak resident memory of the app process during the run (target <= 2 GB).
+   while 1 and 4 watching pages poll it (the page's own tick endpoint, as often as a real page, from niced clients so that
+   only the server's work competes with training); ratio of mean step times (target <= 1.05).
+3. Latency: from a step being logged (its ``logged_at`` wall time) to the reward plot in a real page having that
+   point, read by headless Chromium every 50 ms (target <= 1.5 s). Chromium renders on the same 2 cores, so the
+   step-time ratio of this run is reported too. Needs /usr/bin/chromium; skipped otherwise.
+4. Peak resident memory of the app process (target <= 2 GB).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from rloo_demo.ui.app import TICK_SECONDS  # noqa: E402  the pages poll exactly as often as a real page
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",
@@ -68,16 +72,86 @@ def mean_step_time(run_dir: Path) -> float:
     return statistics.fmean(r["step_time"] for r in rows[2:])  # skip warm-up steps
 
 
+def start_app(env: dict, runs: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    app_env = dict(env, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", RLOO_RUNS_DIR=str(runs))
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], env=app_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    return proc, f"http://127.0.0.1:{port}/"
+
+
+def simulated_pages(url: str, run_dir: Path, pages: int, steps: int) -> None:
+    """Start a run and keep ``pages`` watching sessions polling the page's own tick endpoint as often as a page does until it
+    ends. The pollers run niced in a child process, so their own CPU does not count against the server."""
+    code = f"""
+import json, threading, time
+from gradio_client import Client
+url, pages, tick = {url!r}, {pages}, {TICK_SECONDS}
+c = Client(url, verbose=False)
+run = c.predict(json.dumps({{"max_steps": {steps}}}), "bench", api_name="/start_run")["run"]
+stop = threading.Event()
+def page():
+    pc = Client(url, verbose=False)
+    while not stop.is_set():
+        t = time.time()
+        pc.predict(0.6, True, None, api_name="/page_tick")
+        time.sleep(max(0.0, tick - (time.time() - t)))
+threads = [threading.Thread(target=page) for _ in range(pages)]
+for t in threads:
+    t.start()
+while c.predict(run, 10**9, api_name="/poll_metrics")["status"] in ("running", "starting"):
+    time.sleep(1)
+stop.set()
+for t in threads:
+    t.join()
+print(run)
+"""
+    out = subprocess.run(["nice", "-n", "19", sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def browser_page(url: str, runs: Path, steps: int) -> tuple[str, list[float]]:
+    """A real headless Chromium (niced) watching a run; returns the run and each step's log-to-page latency."""
+    from gradio_client import Client
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        for pid in subprocess.run(["pgrep", "-f", "chromium"], capture_output=True, text=True).stdout.split():
+            subprocess.run(["renice", "-n", "19", "-p", pid], capture_output=True)
+        page = browser.new_page()
+        page.goto(url)
+        page.wait_for_selector("#start-btn")
+        client = Client(url, verbose=False)
+        run = client.predict(json.dumps({"max_steps": steps}), "bench", api_name="/start_run")["run"]
+        seen, first_seen = 0, {}
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            n = page.evaluate(POINTS)
+            now = time.time()
+            for step in range(seen + 1, n + 1):
+                first_seen[step] = now
+            seen = max(seen, n)
+            if seen >= steps:
+                break
+            time.sleep(0.05)
+        browser.close()
+    while Client(url, verbose=False).predict(run, 10**9, api_name="/poll_metrics")["status"] == "running":
+        time.sleep(0.5)
+    records = [json.loads(x) for x in (runs / run / "metrics.jsonl").read_text().splitlines()]
+    return run, [first_seen[r["step"]] - r["logged_at"] for r in records if r["step"] in first_seen]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=60, help="steps of each measured run")
+    ap.add_argument("--pages", type=int, nargs="+", default=[1, 4], help="numbers of simulated watching pages")
     args = ap.parse_args()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     work = Path(tempfile.mkdtemp(prefix="rloo-bench-"))
     out: dict = {}
 
-    # bare engine
-    bare_dir = work / "bare"
     subprocess.run(
         [
             sys.executable,
@@ -87,7 +161,7 @@ def main() -> int:
             "--max-steps",
             str(args.steps),
             "--output-dir",
-            str(bare_dir),
+            str(work / "bare"),
             "--run-name",
             "bare",
         ],
@@ -96,59 +170,24 @@ def main() -> int:
         cwd=ROOT,
         capture_output=True,
     )
-    out["bare_mean_step_s"] = round(mean_step_time(bare_dir / "bare"), 4)
+    bare = mean_step_time(work / "bare" / "bare")
+    out["bare_mean_step_s"] = round(bare, 4)
 
-    # the app
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    app_env = dict(env, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", RLOO_RUNS_DIR=str(work / "app"))
-    proc = subprocess.Popen(
-        [sys.executable, "app.py"], env=app_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    proc, url = start_app(env, work / "app")
     try:
         out["cold_start_s"] = round(wait_http(url), 2)
-        from gradio_client import Client
-
-        latencies = []
+        for pages in args.pages:
+            run = simulated_pages(url, work / "app", pages, args.steps)
+            step = mean_step_time(work / "app" / run)
+            out[f"app_{pages}_pages_mean_step_s"] = round(step, 4)
+            out[f"step_time_ratio_{pages}_pages"] = round(step / bare, 3)
         if os.path.exists(CHROMIUM):
-            from playwright.sync_api import sync_playwright
-
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-                page = browser.new_page()
-                page.goto(url)
-                page.wait_for_selector("#start-btn")
-                client = Client(url, verbose=False)
-                started = client.predict(json.dumps({"max_steps": args.steps}), "bench", api_name="/start_run")
-                run = started["run"]
-                seen, first_seen = 0, {}
-                deadline = time.time() + 600
-                while time.time() < deadline:
-                    n = page.evaluate(POINTS)
-                    now = time.time()
-                    for step in range(seen + 1, n + 1):
-                        first_seen[step] = now
-                    seen = max(seen, n)
-                    if (
-                        client.predict(run, 10**9, api_name="/poll_metrics")["status"] != "running"
-                        and seen >= args.steps
-                    ):
-                        break
-                    time.sleep(0.05)
-                browser.close()
-            records = [json.loads(x) for x in (work / "app" / run / "metrics.jsonl").read_text().splitlines()]
-            latencies = [first_seen[r["step"]] - r["logged_at"] for r in records if r["step"] in first_seen]
-        else:
-            client = Client(url, verbose=False)
-            run = client.predict(json.dumps({"max_steps": args.steps}), "bench", api_name="/start_run")["run"]
-            while client.predict(run, 10**9, api_name="/poll_metrics")["status"] == "running":
-                time.sleep(0.5)
-        out["app_mean_step_s"] = round(mean_step_time(work / "app" / run), 4)
-        out["step_time_ratio_app_over_bare"] = round(out["app_mean_step_s"] / out["bare_mean_step_s"], 3)
-        if latencies:
+            run, latencies = browser_page(url, work / "app", args.steps)
+            step = mean_step_time(work / "app" / run)
+            out["step_time_ratio_chromium_on_same_cores"] = round(step / bare, 3)
             out["page_latency_s_mean"] = round(statistics.fmean(latencies), 3)
-            out["page_latency_s_max"] = round(max(latencies), 3)
             out["page_latency_s_p95"] = round(sorted(latencies)[int(0.95 * (len(latencies) - 1))], 3)
+            out["page_latency_s_max"] = round(max(latencies), 3)
         out["app_peak_rss_mb"] = round(peak_rss_mb(proc.pid), 1)
     finally:
         proc.terminate()

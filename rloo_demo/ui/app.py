@@ -27,7 +27,7 @@ from rloo_demo.ui.controller import USER_ERRORS, Controller, error_text
 from rloo_demo.ui.forms import FORM_FIELDS, config_from_form
 from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
 
-TICK_SECONDS = 0.5
+TICK_SECONDS = 1.0
 SIDE_TEXT_CHARS = 40  # completion text in the narrow per-group table; the full text is in the tables beside it
 
 CSS = """
@@ -117,11 +117,12 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
         watched = gr.State(None)  # name of the run this page follows
         drawn = gr.State(-1)  # last step drawn in the plots (-1: nothing yet)
         drawn_rollout = gr.State(-1)  # last rollout step shown
+        tab = gr.State("train")  # the visible tab: a tick only renders what the page shows
         gr.Markdown(HEADER)
         with gr.Tabs():
-            with gr.Tab("Train", id="train"):
+            with gr.Tab("Train", id="train") as train_tab_el:
                 tr = train_tab.build(limits)
-            with gr.Tab("Rollouts", id="rollouts"):
+            with gr.Tab("Rollouts", id="rollouts") as rollouts_tab_el:
                 ro = rollouts_tab.build()
             with gr.Tab("Compare", id="compare") as compare_tab_el:
                 cp = compare_tab.build(limits)
@@ -148,7 +149,15 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
 
         tr.stop.click(stop, [client_id, watched], [tr.form_error], api_visibility="private")
 
-        def tick(name, last_drawn, smoothing, last_rollout, follow, group_label):
+        for el, tab_id in (
+            (train_tab_el, "train"),
+            (rollouts_tab_el, "rollouts"),
+            (compare_tab_el, "compare"),
+            (runs_tab_el, "runs"),
+        ):
+            el.select(lambda t=tab_id: t, None, tab, api_visibility="private", queue=False)
+
+        def tick(name, last_drawn, smoothing, last_rollout, follow, group_label, visible="train"):
             # A page with nothing to watch, or watching a finished run while another trains, follows the live one.
             active = controller.runner.latest_active()
             if active is not None and active.name != name:
@@ -156,18 +165,18 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
                 if view is None or not view.live:
                     name, last_drawn, last_rollout = active.name, -1, -1
             view = controller.view(name)
-            if view is None:
+            if view is None or visible not in ("train", "rollouts"):
                 return (name, last_drawn, gr.skip(), gr.skip(), *[gr.skip()] * 6, last_rollout, *[gr.skip()] * 5)
             status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name)
             err = f"**Run failed:** {view.error}" if view.status == "failed" else ""
-            if view.last_step != last_drawn:
+            if visible == "train" and view.last_step != last_drawn:
                 figures = _records_figures(view.records, smoothing)
                 last_drawn = view.last_step
             else:
                 figures = [gr.skip()] * 6
             steps = controller.rollout_steps(name)
             rollout_updates = [gr.skip()] * 5
-            if steps and follow and steps[-1] != last_rollout:
+            if visible == "rollouts" and steps and follow and steps[-1] != last_rollout:
                 last_rollout = steps[-1]
                 rollout_updates = list(_rollout_view(name, last_rollout, group_label, steps))
             return (name, last_drawn, status, err, *figures, last_rollout, *rollout_updates)
@@ -175,10 +184,12 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
         rollout_outputs = [ro.step, ro.groups, ro.group, ro.group_plot, ro.table]
         timer.tick(
             tick,
-            [watched, drawn, tr.smoothing, drawn_rollout, ro.follow, ro.group],
+            [watched, drawn, tr.smoothing, drawn_rollout, ro.follow, ro.group, tab],
             [watched, drawn, tr.status, tr.run_error, *tr.plots, drawn_rollout, *rollout_outputs],
             show_progress="hidden",
-            api_visibility="private",
+            # callable by clients (scripts/bench_app.py simulates watching pages with it), hidden from the API docs
+            api_name="page_tick",
+            api_visibility="undocumented",
             concurrency_limit=None,
         )
 
