@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from rloo_demo.ui.app import TICK_SECONDS  # noqa: E402  the pages poll exactly as often as a real page
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",
