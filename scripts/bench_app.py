@@ -4,8 +4,8 @@
 
 1. Cold start: ``python app.py`` until the page answers HTTP 200 (target <= 15 s).
 2. Step time: the same config trained bare through the engine (``python -m rloo_demo train``) and under the app
-   while 1 and 4 watching pages poll it (the page's own tick endpoint, as often as a real page, from niced clients so that
-   only the server's work competes with training); ratio of mean step times (target <= 1.05).
+   while 0, 1 and 4 watching pages poll it (the page's own tick endpoint, as often as a real page, from niced
+   clients, so that only the server's work competes with training); ratio of mean step times (target <= 1.05).
 3. Latency: from a step being logged (its ``logged_at`` wall time) to the reward plot in a real page having that
    point, read by headless Chromium every 50 ms (target <= 1.5 s). Chromium renders on the same 2 cores, so the
    step-time ratio of this run is reported too. Needs /usr/bin/chromium; skipped otherwise.
@@ -82,9 +82,9 @@ def start_app(env: dict, runs: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}/"
 
 
-def simulated_pages(url: str, run_dir: Path, pages: int, steps: int) -> None:
-    """Start a run and keep ``pages`` watching sessions polling the page's own tick endpoint as often as a page does until it
-    ends. The pollers run niced in a child process, so their own CPU does not count against the server."""
+def simulated_pages(url: str, run_dir: Path, pages: int, steps: int) -> str:
+    """Start a run and keep ``pages`` watching sessions polling the page's own tick endpoint, as often as a page does,
+    until it ends. The pollers run niced in a child process, so their own CPU does not count against the server."""
     code = f"""
 import json, threading, time
 from gradio_client import Client
@@ -147,7 +147,7 @@ def browser_page(url: str, runs: Path, steps: int) -> tuple[str, list[float]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=60, help="steps of each measured run")
-    ap.add_argument("--pages", type=int, nargs="+", default=[1, 4], help="numbers of simulated watching pages")
+    ap.add_argument("--pages", type=int, nargs="+", default=[0, 1, 4], help="numbers of simulated watching pages")
     args = ap.parse_args()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     work = Path(tempfile.mkdtemp(prefix="rloo-bench-"))

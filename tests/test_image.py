@@ -13,7 +13,6 @@ import sys
 import urllib.request
 
 import pytest
-
 from apputil import free_port, wait_until
 from conftest import ROOT
 

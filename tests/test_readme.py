@@ -9,6 +9,7 @@ from dataclasses import fields
 
 from apputil import running_app
 from conftest import ROOT
+
 from rloo_demo.config import RunConfig
 
 README = (ROOT / "README.md").read_text()
