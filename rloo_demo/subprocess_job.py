@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rloo_demo.config import RunConfig
 from rloo_demo.runs import RunFolder, default_run_name
-from rloo_demo.training import RunState, check_resources
+from rloo_demo.training import TrainingJob, check_resources
 
 POLL_SECONDS = 0.2
 
@@ -65,14 +65,13 @@ def launch_command(config_path: Path, stop_file: Path, num_processes: int) -> li
     return cmd + ["-m", "rloo_demo", "train", "--config", str(config_path), "--stop-file", str(stop_file)]
 
 
-class SubprocessJob:
-    """Same interface as ``TrainingJob`` (``state``, ``start``, ``stop``, ``join``, ``done``, ``run``)."""
+class SubprocessJob(TrainingJob):
+    """A ``TrainingJob`` whose thread follows a training subprocess instead of training itself."""
 
     def __init__(self, config: RunConfig, num_processes: int = 2):
-        self.state = RunState(config.validate())
+        super().__init__(config)
         self.num_processes = num_processes
         self.proc: subprocess.Popen | None = None
-        self.thread: threading.Thread | None = None
 
     def start(self) -> SubprocessJob:
         config = self.state.config
@@ -130,18 +129,5 @@ class SubprocessJob:
             p.unlink(missing_ok=True)
 
     def stop(self) -> None:
-        self.state.stop_event.set()
+        super().stop()
         self.stop_file.touch()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self.thread is not None:
-            self.thread.join(timeout)
-        return self.done
-
-    @property
-    def done(self) -> bool:
-        return self.thread is not None and not self.thread.is_alive()
-
-    @property
-    def run(self) -> RunFolder:
-        return self.state.run

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,24 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from rloo_demo.ui.app import TICK_SECONDS  # noqa: E402  the pages poll exactly as often as a real page
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-POINTS = """() => { const el = document.querySelector('#reward-plot .js-plotly-plot');
-  if (!el || !el.data) return 0; const t = el.data.find(t => t.name === 'total reward');
-  return t && t.x ? t.x.length : 0; }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from apputil import CHROMIUM, CHROMIUM_FLAGS, REWARD_POINTS_JS, free_port  # noqa: E402
 
 
 def wait_http(url: str, timeout: float = 60) -> float:
@@ -118,7 +101,7 @@ def browser_page(url: str, runs: Path, steps: int) -> tuple[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         for pid in subprocess.run(["pgrep", "-f", "chromium"], capture_output=True, text=True).stdout.split():
             subprocess.run(["renice", "-n", "19", "-p", pid], capture_output=True)
         page = browser.new_page()
@@ -129,7 +112,7 @@ def browser_page(url: str, runs: Path, steps: int) -> tuple[str, list[float]]:
         seen, first_seen = 0, {}
         deadline = time.time() + 900
         while time.time() < deadline:
-            n = page.evaluate(POINTS)
+            n = page.evaluate(REWARD_POINTS_JS)
             now = time.time()
             for step in range(seen + 1, n + 1):
                 first_seen[step] = now

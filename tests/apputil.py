@@ -1,8 +1,25 @@
-"""Launch the app in-process on a free port for end-to-end and browser tests."""
+"""Launch the app in-process on a free port for end-to-end and browser tests (also used by scripts/bench_app.py)."""
 
 import socket
 import time
 from contextlib import contextmanager
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser download cannot work offline
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Points in the page's reward plot (the 'total reward' trace of the plotly figure in #reward-plot)
+REWARD_POINTS_JS = """() => {
+  const el = document.querySelector('#reward-plot .js-plotly-plot');
+  if (!el || !el.data) return 0;
+  const total = el.data.find(t => t.name === 'total reward');
+  return total && total.x ? total.x.length : 0;
+}"""
 
 
 def free_port() -> int:

@@ -8,27 +8,10 @@ to ``artifacts/`` (light and dark theme). ``python -m pytest tests/test_browser.
 import os
 
 import pytest
-from apputil import running_app, wait_until
+from apputil import CHROMIUM, CHROMIUM_FLAGS, REWARD_POINTS_JS, running_app, wait_until
 from conftest import ARTIFACTS
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
-
-REWARD_POINTS = """() => {
-  const el = document.querySelector('#reward-plot .js-plotly-plot');
-  if (!el || !el.data) return 0;
-  const total = el.data.find(t => t.name === 'total reward');
-  return total && total.x ? total.x.length : 0;
-}"""
 
 
 @pytest.mark.slow
@@ -37,14 +20,14 @@ def test_start_watch_reward_and_rollouts(tmp_path):
 
     ARTIFACTS.mkdir(exist_ok=True)
     with running_app(tmp_path / "runs") as (url, controller), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.wait_for_selector("#start-btn", timeout=30_000)
         page.click("#start-btn")
-        wait_until(lambda: page.evaluate(REWARD_POINTS) >= 3, timeout=120)
-        first = page.evaluate(REWARD_POINTS)
-        wait_until(lambda: page.evaluate(REWARD_POINTS) > first, timeout=60)
+        wait_until(lambda: page.evaluate(REWARD_POINTS_JS) >= 3, timeout=120)
+        first = page.evaluate(REWARD_POINTS_JS)
+        wait_until(lambda: page.evaluate(REWARD_POINTS_JS) > first, timeout=60)
         assert "step" in page.inner_text("#run-status")
         page.screenshot(path=str(ARTIFACTS / "train-tab.png"), full_page=True)
 
@@ -62,7 +45,7 @@ def test_start_watch_reward_and_rollouts(tmp_path):
 
         dark = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
         dark.goto(url + "?__theme=dark")
-        wait_until(lambda: dark.evaluate(REWARD_POINTS) >= 2, timeout=60)
+        wait_until(lambda: dark.evaluate(REWARD_POINTS_JS) >= 2, timeout=60)
         dark.screenshot(path=str(ARTIFACTS / "train-tab-dark.png"), full_page=True)
 
         page.get_by_role("tab", name="Train").click()
