@@ -77,6 +77,16 @@ def test_two_sessions_live_run_rollouts_compare_stop(app):
     after = b.predict(run, "This movie was", 2, 7, api_name="/compare")  # a finished run on disk compares too
     assert len(after["trained"]) == 2
 
+    # the Compare tab's held-out evaluation, on the stopped run
+    _, controller = app
+    result = controller.evaluate(run, num_prompts=8, samples_per_prompt=1, seed=0)
+    assert (
+        result["num_prompts"] == 8
+        and result["difference_ci95"][0] <= result["difference"] <= result["difference_ci95"][1]
+    )
+    assert set(result["per_function"]) == {"vader_compound", "sentiment_classifier"}
+    assert controller.runner.run(run).evaluation()["seed"] == 0
+
 
 def test_crash_in_training_shows_and_server_stays_usable(app, monkeypatch):
     url, _ = app

@@ -48,10 +48,25 @@ def test_start_watch_reward_and_rollouts(tmp_path):
         wait_until(lambda: dark.evaluate(REWARD_POINTS_JS) >= 2, timeout=60)
         dark.screenshot(path=str(ARTIFACTS / "train-tab-dark.png"), full_page=True)
 
+        page.get_by_role("tab", name="Compare").click()  # during the run: samples from a snapshot of the policy
+        page.click("#sample-btn")
+        page.wait_for_selector("#trained-samples [role=gridcell]", timeout=60_000)
+        assert page.locator("#base-samples [role=gridcell]").count() >= 4
+        page.screenshot(path=str(ARTIFACTS / "compare-tab.png"), full_page=True)
+
         page.get_by_role("tab", name="Train").click()
         page.click("#stop-btn")
         active = controller.runner.latest_active()
         if active is not None:
             active.job.join(60)
+
+        page.get_by_role("tab", name="Runs").click()
+        page.wait_for_function(
+            "document.querySelector('#run-command') && "
+            "document.querySelector('#run-command').innerText.includes('python -m rloo_demo train')",
+            timeout=30_000,
+        )
+        assert "stopped" in page.inner_text("#runs-table")
+        page.screenshot(path=str(ARTIFACTS / "runs-tab.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "train-tab.png").stat().st_size > 10_000

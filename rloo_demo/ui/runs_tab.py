@@ -30,6 +30,6 @@ def build() -> SimpleNamespace:
                 label="Downloads: metrics CSV, config.yaml, rollouts, model zip", file_count="multiple"
             )
         with gr.Column(scale=2):
-            ui.command = gr.Code(label="Reproduce from the command line", language="shell")
+            ui.command = gr.Code(label="Reproduce from the command line", language="shell", elem_id="run-command")
             ui.config = gr.Code(label="config.yaml", language="yaml")
     return ui
