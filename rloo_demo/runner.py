@@ -99,7 +99,9 @@ class Runner:
             return list(self._active.values())
 
     def get_active(self, name: str) -> ActiveRun | None:
+        """The run if it is still training; a finished one is read from its folder instead."""
         with self._lock:
+            self._reap()
             return self._active.get(name)
 
     def latest_active(self) -> ActiveRun | None:

@@ -49,10 +49,13 @@ def test_start_watch_reward_and_rollouts(tmp_path):
         dark.screenshot(path=str(ARTIFACTS / "train-tab-dark.png"), full_page=True)
 
         page.get_by_role("tab", name="Compare").click()  # during the run: samples from a snapshot of the policy
+        page.wait_for_function("document.querySelector('#compare-run input').value.length > 0", timeout=30_000)
         page.click("#sample-btn")
-        page.wait_for_selector("#trained-samples [role=gridcell]", timeout=60_000)
+        try:
+            page.wait_for_selector("#trained-samples [role=gridcell]", timeout=60_000)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "compare-tab.png"), full_page=True)
         assert page.locator("#base-samples [role=gridcell]").count() >= 4
-        page.screenshot(path=str(ARTIFACTS / "compare-tab.png"), full_page=True)
 
         page.get_by_role("tab", name="Train").click()
         page.click("#stop-btn")

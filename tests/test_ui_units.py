@@ -129,6 +129,7 @@ def test_cli_command_reproduces_the_config():
 
     args = build_parser().parse_args(cmd.split()[3:])
     assert config_from_args(args) == cfg
+    assert cli_command(RunConfig(reward_weights=[1.0])) == "python -m rloo_demo train"  # unit weights = no weights
 
 
 def test_run_rows(tmp_path):

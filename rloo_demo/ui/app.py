@@ -268,11 +268,12 @@ def build_app(controller: Controller, limits: Limits | None = None) -> gr.Blocks
             tables = []
             for label in ("base", "trained"):
                 names = list(result[label][0]["scores"]) if result[label] else []
+                # numbers first: the completion text is the wide column and would push them out of view
                 rows = [
-                    [s["text"], round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names]]
+                    [round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names], s["text"]]
                     for s in result[label]
                 ]
-                tables.append(gr.Dataframe(value=rows, headers=["completion", "reward", *names]))
+                tables.append(gr.Dataframe(value=rows, headers=["reward", *names, "completion"]))
             mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
             summary = (
                 f"Mean reward ({' + '.join(result['trained_on'])}): base **{mean['base']:+.3f}**, "

@@ -11,7 +11,11 @@ def build(limits) -> SimpleNamespace:
     ui = SimpleNamespace()
     with gr.Row():
         ui.run = gr.Dropdown(
-            [], label="Run", info="a finished run, or the one training now (a consistent snapshot)", scale=2
+            [],
+            label="Run",
+            info="a finished run, or the one training now (a consistent snapshot)",
+            scale=2,
+            elem_id="compare-run",
         )
         ui.refresh = gr.Button("↻ runs", scale=0, min_width=80)
     with gr.Row():

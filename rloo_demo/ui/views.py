@@ -152,6 +152,8 @@ def cli_command(config: RunConfig) -> str:
         value = getattr(config, f.name)
         if f.name in ("output_dir", "run_name") or value == getattr(default, f.name):
             continue
+        if f.name == "reward_weights" and config.weights == [1.0] * len(config.rewards):
+            continue  # the same as no weights
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, bool):
             parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
