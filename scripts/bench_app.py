@@ -131,13 +131,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=60, help="steps of each measured run")
     ap.add_argument("--pages", type=int, nargs="+", default=[0, 1, 4], help="numbers of simulated watching pages")
+    ap.add_argument("--repeats", type=int, default=2, help="runs per condition")
     args = ap.parse_args()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     work = Path(tempfile.mkdtemp(prefix="rloo-bench-"))
     out: dict = {}
 
-    subprocess.run(
-        [
+    def bare_run(i: int) -> float:
+        cmd = [
             sys.executable,
             "-m",
             "rloo_demo",
@@ -147,24 +148,29 @@ def main() -> int:
             "--output-dir",
             str(work / "bare"),
             "--run-name",
-            "bare",
-        ],
-        check=True,
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-    )
-    bare = mean_step_time(work / "bare" / "bare")
-    out["bare_mean_step_s"] = round(bare, 4)
+            f"bare{i}",
+        ]
+        subprocess.run(cmd, check=True, env=env, cwd=ROOT, capture_output=True)
+        return mean_step_time(work / "bare" / f"bare{i}")
 
+    # Step times drift by about 10% between identical runs on this machine, so every condition is repeated and
+    # the bare runs are interleaved with the app's (same seed, so the same completions and the same work).
+    bare_times = [bare_run(0)]
     proc, url = start_app(env, work / "app")
     try:
         out["cold_start_s"] = round(wait_http(url), 2)
-        for pages in args.pages:
-            run = simulated_pages(url, work / "app", pages, args.steps)
-            step = mean_step_time(work / "app" / run)
-            out[f"app_{pages}_pages_mean_step_s"] = round(step, 4)
-            out[f"step_time_ratio_{pages}_pages"] = round(step / bare, 3)
+        app_times: dict[int, list[float]] = {p: [] for p in args.pages}
+        for r in range(args.repeats):
+            for pages in args.pages:
+                run = simulated_pages(url, work / "app", pages, args.steps)
+                app_times[pages].append(mean_step_time(work / "app" / run))
+            bare_times.append(bare_run(r + 1))
+        bare = statistics.fmean(bare_times)
+        out["bare_mean_step_s"] = round(bare, 4)
+        out["bare_runs_s"] = [round(t, 4) for t in bare_times]
+        for pages, times in app_times.items():
+            out[f"app_{pages}_pages_runs_s"] = [round(t, 4) for t in times]
+            out[f"step_time_ratio_{pages}_pages"] = round(statistics.fmean(times) / bare, 3)
         if os.path.exists(CHROMIUM):
             run, latencies = browser_page(url, work / "app", args.steps)
             step = mean_step_time(work / "app" / run)

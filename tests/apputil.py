@@ -33,12 +33,13 @@ def running_app(runs_dir, max_concurrent=1):
     import gradio as gr
 
     from rloo_demo.runner import Runner
-    from rloo_demo.ui.app import CSS, build_app
+    from rloo_demo.ui.app import CSS, build_app, quiet_queue
     from rloo_demo.ui.controller import Controller
 
     controller = Controller(Runner(str(runs_dir), max_concurrent=max_concurrent))
     demo = build_app(controller)
     demo.queue(default_concurrency_limit=4)
+    quiet_queue(demo)
     port = free_port()
     demo.launch(
         server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, theme=gr.themes.Soft(), css=CSS
