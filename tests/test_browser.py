@@ -29,6 +29,8 @@ def test_start_watch_reward_and_rollouts(tmp_path):
         first = page.evaluate(REWARD_POINTS_JS)
         wait_until(lambda: page.evaluate(REWARD_POINTS_JS) > first, timeout=60)
         assert "step" in page.inner_text("#run-status")
+        page.reload()  # a reloaded page re-attaches to the run in training and redraws its history
+        wait_until(lambda: page.evaluate(REWARD_POINTS_JS) > first, timeout=60)
         page.screenshot(path=str(ARTIFACTS / "train-tab.png"), full_page=True)
 
         page.get_by_role("tab", name="Rollouts").click()

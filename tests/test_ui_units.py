@@ -61,6 +61,8 @@ def test_form_collects_rewards_weights_and_custom_classifier():
     config = config_from_form(values)
     assert config.rewards == ["vader_compound", "length_penalty", "classifier:./assets/tiny-imdb-sentiment"]
     assert config.reward_weights == [1.0, 0.25, 2.0]
+    assert not config.use_lora
+    assert config_from_form(defaults() | {"use_lora": True, "lora_r": 4}).peft_config().r == 4
 
 
 def test_form_errors_name_every_bad_field():

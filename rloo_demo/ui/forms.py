@@ -26,6 +26,8 @@ FORM_FIELDS = [
     "temperature",
     "seed",
     "normalize_advantages",
+    "use_lora",
+    "lora_r",
 ]
 
 
@@ -51,6 +53,8 @@ def defaults() -> dict:
         "temperature": c.temperature,
         "seed": c.seed,
         "normalize_advantages": c.normalize_advantages,
+        "use_lora": c.use_lora,
+        "lora_r": c.lora_r,
     }
 
 
@@ -83,7 +87,7 @@ def config_from_form(values: dict, output_dir: str = "runs") -> RunConfig:
         weights.append(_float("weight of the custom classifier", values.get("w_custom"), problems))
     ints = {
         k: _int(k, values.get(k), problems)
-        for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed")
+        for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed", "lora_r")
     }
     floats = {k: _float(k, values.get(k), problems) for k in ("learning_rate", "beta", "temperature")}
     if problems:
@@ -95,6 +99,7 @@ def config_from_form(values: dict, output_dir: str = "runs") -> RunConfig:
         data_source=(values.get("data_source") or "").strip() or "embedded:imdb",
         prompt_template=values.get("prompt_template") or "continuation",
         normalize_advantages=bool(values.get("normalize_advantages")),
+        use_lora=bool(values.get("use_lora")),
         output_dir=output_dir,
         **ints,
         **floats,

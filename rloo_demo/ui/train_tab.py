@@ -80,7 +80,10 @@ def build(limits) -> SimpleNamespace:
                     )
                     ui.temperature = gr.Number(d["temperature"], label="Temperature", minimum=0.05)
                     ui.seed = gr.Number(d["seed"], label="Seed", precision=0)
-                ui.normalize_advantages = gr.Checkbox(d["normalize_advantages"], label="Normalize advantages")
+                with gr.Row():
+                    ui.normalize_advantages = gr.Checkbox(d["normalize_advantages"], label="Normalize advantages")
+                    ui.use_lora = gr.Checkbox(d["use_lora"], label="LoRA adapter (PEFT)")
+                    ui.lora_r = gr.Number(d["lora_r"], label="LoRA rank", precision=0, minimum=1, min_width=80)
             ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
             with gr.Row():
                 ui.start = gr.Button("Start", variant="primary", elem_id="start-btn")
