@@ -75,7 +75,10 @@ class TqdmProgress(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.bar is not None and logs and "reward" in logs:
             self.bar.n = state.global_step
-            self.bar.set_postfix(reward=f"{logs['reward']:.3f}", kl=f"{logs.get('kl', 0.0):.3f}")
+            postfix = {"reward": f"{logs['reward']:.3f}"}
+            if "kl" in logs:  # TRL computes no KL when beta = 0
+                postfix["kl"] = f"{logs['kl']:.3f}"
+            self.bar.set_postfix(postfix)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.bar is not None:
