@@ -32,6 +32,26 @@ def heldout_scorers(trained_on: Sequence[str]) -> list[str]:
     return extra
 
 
+class Scorer:
+    """Every score a completion gets in an evaluation or a comparison: the functions the run trained on (and their
+    weighted sum, the run's reward) plus the held-out scorers it did not train on."""
+
+    def __init__(self, config: RunConfig):
+        self.trained = WeightedReward.from_names(config.rewards, config.weights)
+        self.extra = [build_reward(n) for n in heldout_scorers(config.rewards)]
+
+    @property
+    def heldout_names(self) -> list[str]:
+        return [fn.__name__ for fn in self.extra]
+
+    def __call__(self, prompts: Sequence[str], texts: Sequence[str]) -> tuple[dict[str, list[float]], list[float]]:
+        """``(scores by function name, the run's reward)`` for each completion."""
+        scores = self.trained.score_each(prompts, texts)
+        for fn in self.extra:
+            scores[fn.__name__] = fn(prompts=list(prompts), completions=list(texts))
+        return scores, self.trained.combine(scores)
+
+
 def bootstrap_interval(diffs: Sequence[float], n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95% percentile bootstrap interval of the mean of paired differences."""
     rng = random.Random(seed)
@@ -60,9 +80,7 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Evaluate and return a JSON-ready dict (see module docstring)."""
-    trained_reward = WeightedReward.from_names(config.rewards, config.weights)
-    extra_names = heldout_scorers(config.rewards)
-    extra = [build_reward(n) for n in extra_names]
+    scorer = Scorer(config)
     max_new_tokens = max_new_tokens or config.max_new_tokens
 
     per_model: dict[str, dict] = {}
@@ -75,16 +93,8 @@ def evaluate(
                 prompt_of.append(prompt)
             if progress:
                 progress(i + 1 + (len(prompts) if label == "trained" else 0), 2 * len(prompts))
-        scores = trained_reward.score_each(prompt_of, texts)
-        for fn in extra:
-            scores[fn.__name__] = fn(prompts=prompt_of, completions=texts)
-        per_model[label] = {
-            "texts": texts,
-            "ids": ids,
-            "prompts": prompt_of,
-            "scores": scores,
-            "reward": trained_reward.combine(scores),
-        }
+        scores, reward = scorer(prompt_of, texts)
+        per_model[label] = {"texts": texts, "ids": ids, "prompts": prompt_of, "scores": scores, "reward": reward}
 
     base, trained = per_model["base"], per_model["trained"]
     k = samples_per_prompt
@@ -103,8 +113,8 @@ def evaluate(
         "num_prompts": len(prompts),
         "samples_per_prompt": k,
         "seed": seed,
-        "trained_on": trained_reward.names,
-        "heldout_scorers": [fn.__name__ for fn in extra],
+        "trained_on": scorer.trained.names,
+        "heldout_scorers": scorer.heldout_names,
         "base_mean_reward": statistics.fmean(base["reward"]),
         "trained_mean_reward": statistics.fmean(trained["reward"]),
         "difference": statistics.fmean(diffs),

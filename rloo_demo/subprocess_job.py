@@ -44,25 +44,18 @@ class JsonlTail:
         return [json.loads(line) for line in chunk[: end + 1].splitlines() if line.strip()]
 
 
-def launch_command(config_path: Path, stop_file: Path, num_processes: int) -> list[str]:
+def accelerate_launch(num_processes: int) -> list[str]:
+    """``python -m accelerate.commands.launch`` with N local processes (on the CPU, over gloo, without a GPU)."""
     import torch
 
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--num_processes",
-        str(num_processes),
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-    ]
-    if not torch.cuda.is_available():
-        cmd.append("--cpu")
-    return cmd + ["-m", "rloo_demo", "train", "--config", str(config_path), "--stop-file", str(stop_file)]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(num_processes)]
+    cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    return cmd + ([] if torch.cuda.is_available() else ["--cpu"])
+
+
+def launch_command(config_path: Path, stop_file: Path, num_processes: int) -> list[str]:
+    train = ["-m", "rloo_demo", "train", "--config", str(config_path), "--stop-file", str(stop_file)]
+    return accelerate_launch(num_processes) + train
 
 
 class SubprocessJob(TrainingJob):

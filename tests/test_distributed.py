@@ -10,7 +10,7 @@ import pytest
 from rloo_demo.config import RunConfig
 from rloo_demo.runner import Runner
 from rloo_demo.runs import open_run
-from rloo_demo.subprocess_job import JsonlTail
+from rloo_demo.subprocess_job import JsonlTail, accelerate_launch
 
 
 def check_consistent(run, steps, prompts_per_step, k):
@@ -28,33 +28,8 @@ def check_consistent(run, steps, prompts_per_step, k):
 
 @pytest.mark.slow
 def test_accelerate_launch_two_processes(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--cpu",
-        "-m",
-        "rloo_demo",
-        "train",
-        "--max-steps",
-        "4",
-        "--prompts-per-step",
-        "2",
-        "--max-new-tokens",
-        "8",
-        "--output-dir",
-        str(tmp_path),
-        "--run-name",
-        "ddp",
-    ]
+    train = ["-m", "rloo_demo", "train", "--max-steps", "4", "--prompts-per-step", "2", "--max-new-tokens", "8"]
+    cmd = accelerate_launch(2) + train + ["--output-dir", str(tmp_path), "--run-name", "ddp"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert out.returncode == 0, out.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp"]  # only rank 0 wrote a run folder

@@ -183,8 +183,7 @@ class Controller:
         seed: int = 0,
     ) -> dict:
         """N samples of base and trained for one prompt with the same seed, each scored by every reward function."""
-        from rloo_demo.evaluation import heldout_scorers
-        from rloo_demo.rewards import WeightedReward, build_reward
+        from rloo_demo.evaluation import Scorer
         from rloo_demo.sampling import sample
 
         if not prompt or not prompt.strip():
@@ -192,9 +191,8 @@ class Controller:
         if not 1 <= int(num_samples) <= 32:
             raise ValueError("number of samples must be between 1 and 32")
         base, trained, tok, config = self.models_for(name)
-        reward = WeightedReward.from_names(config.rewards, config.weights)
-        extra = [build_reward(n) for n in heldout_scorers(config.rewards)]
-        out = {"run": name, "prompt": prompt, "seed": int(seed), "trained_on": reward.names}
+        scorer = Scorer(config)
+        out = {"run": name, "prompt": prompt, "seed": int(seed), "trained_on": scorer.trained.names}
         for label, model in (("base", base), ("trained", trained)):
             texts = [
                 s["text"]
@@ -209,13 +207,10 @@ class Controller:
                     int(seed),
                 )
             ]
-            prompts = [prompt] * len(texts)
-            scores = reward.score_each(prompts, texts)
-            for fn in extra:
-                scores[fn.__name__] = fn(prompts=prompts, completions=texts)
+            scores, rewards = scorer([prompt] * len(texts), texts)
             out[label] = [
                 {"text": t, "reward": r, "scores": {n: s[i] for n, s in scores.items()}}
-                for i, (t, r) in enumerate(zip(texts, reward.combine(scores), strict=True))
+                for i, (t, r) in enumerate(zip(texts, rewards, strict=True))
             ]
         return out
 
