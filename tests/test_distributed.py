@@ -3,7 +3,6 @@ backend that follows such a run through its folder. ``python -m pytest tests/tes
 
 import os
 import subprocess
-import sys
 
 import pytest
 
