@@ -97,11 +97,15 @@ class LiveMetricsCallback(TrainerCallback):
         stop_event: threading.Event | None = None,
         on_record: Callable[[dict], None] | None = None,
         stop_file: str | None = None,
+        budget_seconds: float | None = None,
+        on_stop: Callable[[str], None] | None = None,
     ):
         self.channel = channel
         self.stop_event = stop_event or threading.Event()
         self.on_record = on_record
         self.stop_file = stop_file  # another process (the web app) asks a subprocess run to stop by creating it
+        self.budget_seconds = budget_seconds  # training time after which the run stops itself at a step boundary
+        self.on_stop = on_stop  # told why the run stops when the reason is decided here (the budget)
         self.started = time.time()
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -122,6 +126,10 @@ class LiveMetricsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         stop = self.stop_event.is_set() or bool(self.stop_file and os.path.exists(self.stop_file))
+        if not stop and self.budget_seconds is not None and time.time() - self.started >= self.budget_seconds:
+            stop = True
+            if self.on_stop is not None:
+                self.on_stop(f"it reached this server's compute budget of {self.budget_seconds:g} s")
         if args.world_size > 1:
             # Every process must stop at the same step or the next collective hangs: rank 0 decides for all.
             import torch

@@ -19,9 +19,17 @@ import types
 import typing
 from dataclasses import MISSING, fields
 
-from rloo_demo.config import ConfigError, RunConfig
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import InputError, NotFound, UserError
+from rloo_demo.limits import as_float, as_int
 
-USER_ERRORS = (ConfigError, FileNotFoundError, ValueError, OSError)
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag ends like every other bad input: one ``error:`` line and status 2 (argparse
+    would print its usage first)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see --help)\n")
 
 
 def _flag(name: str) -> str:
@@ -49,15 +57,19 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rloo_demo", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="rloo_demo", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     tr = sub.add_parser("train", help="run RLOO and write a run folder")
     tr.add_argument("--config", help="YAML or JSON file with RunConfig settings")
     tr.add_argument("--evaluate", action="store_true", help="evaluate base vs trained when training ends")
     tr.add_argument("--stop-file", help="stop at the next step boundary once this file exists (used by the web app)")
+    tr.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="compute budget: stop at the first step boundary after this many seconds of training, keeping the model",
+    )
     add_config_flags(tr)
 
     ev = sub.add_parser("evaluate", help="base vs trained on held-out prompts")
@@ -90,10 +102,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_train(args) -> int:
-    from rloo_demo.training import train
+    import signal
+
+    from rloo_demo.training import RunState, train
 
     config = config_from_args(args).validate()
-    state = train(config, progress=True, stop_file=args.stop_file)
+    if args.max_seconds is not None:
+        as_float("--max-seconds", args.max_seconds, 1.0, 1e9)
+    state = RunState(config, budget_seconds=args.max_seconds)
+    # SIGTERM (docker stop, a scheduler) stops at the next step boundary and saves the model, like Stop in the app.
+    signal.signal(signal.SIGTERM, lambda signum, frame: state.request_stop("it received SIGTERM"))
+    state = train(config, state, progress=True, stop_file=args.stop_file)
     if state.run is None:  # a non-main process of a multi-process run
         return 0 if state.status != "failed" else 1
     print(f"run folder: {state.run.path}")
@@ -123,12 +142,15 @@ def cmd_evaluate(args) -> int:
     from rloo_demo.runs import open_run
     from rloo_demo.training import load_policy
 
+    as_int("--num-prompts", args.num_prompts, 1, 100_000)
+    as_int("--samples-per-prompt", args.samples_per_prompt, 1, 1000)
+    as_int("--seed", args.seed, 0, 2**32 - 1)
+    as_float("--temperature", args.temperature, 0.01, 10.0)
+    as_float("--top-p", args.top_p, 0.01, 1.0)
     run = open_run(args.run)
     if run.model_dir is None:
-        raise FileNotFoundError(f"run {run.name!r} has no trained model yet (status: {run.status().get('status')})")
+        raise NotFound(f"run {run.name!r} has no trained model yet (status: {run.status().get('status')})")
     config = run.config()
-    if args.num_prompts < 1 or args.samples_per_prompt < 1:
-        raise ValueError("--num-prompts and --samples-per-prompt must be at least 1")
     prompts = heldout_prompts(config, args.num_prompts)
     base, tokenizer = load_policy(config.policy)
     trained, _ = load_policy(str(run.model_dir))
@@ -161,14 +183,24 @@ def cmd_infer(args) -> int:
     from rloo_demo.sampling import sample
     from rloo_demo.training import load_policy
 
+    as_int("--num-samples", args.num_samples, 1, 1000)
+    as_int("--max-new-tokens", args.max_new_tokens, 1, 100_000)
+    as_int("--seed", args.seed, 0, 2**32 - 1)
+    as_float("--temperature", args.temperature, 0.01, 10.0)
+    as_float("--top-p", args.top_p, 0.01, 1.0)
     if args.run:
         run = open_run(args.run)
         if run.model_dir is None:
-            raise FileNotFoundError(f"run {run.name!r} has no trained model (status: {run.status().get('status')})")
+            raise NotFound(f"run {run.name!r} has no trained model (status: {run.status().get('status')})")
         name = str(run.model_dir)
     else:
         name = args.model
     model, tokenizer = load_policy(name)
+    context = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+    if context and args.max_new_tokens >= context:
+        raise InputError(
+            f"--max-new-tokens {args.max_new_tokens} does not fit this model's context of {context} tokens"
+        )
     for s in sample(
         model, tokenizer, args.prompt, args.num_samples, args.max_new_tokens, args.temperature, args.top_p, args.seed
     ):
@@ -178,13 +210,19 @@ def cmd_infer(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad flag (already reported in one line)
+        return exc.code if isinstance(exc.code, int) else 2
     handler = {"train": cmd_train, "evaluate": cmd_evaluate, "infer": cmd_infer}[args.command]
     try:
         return handler(args)
-    except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except UserError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the machine, not the input: a full disk, a folder without write permission
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -11,20 +11,106 @@ all, and a lower beta (0.05) or higher lr (1e-3) wins more reward by collapsing 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from rloo_demo.data import EMBEDDED_SOURCE, TEMPLATES
+from rloo_demo.errors import UserError
 from rloo_demo.hub import EMBEDDED_POLICY
 from rloo_demo.rewards import check_reward_name, metric_name
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """One or more invalid settings; ``problems`` maps each field to a message that says how to fix it."""
 
     def __init__(self, problems: dict[str, str]):
         self.problems = problems
         super().__init__("; ".join(f"{k}: {v}" for k, v in problems.items()))
+
+
+MAX_CONFIG_CHARS = 20_000  # a RunConfig in JSON is about 700 characters
+MAX_SEED = 2**32 - 1  # numpy's and torch's seeding accept [0, 2**32)
+RUN_NAME_RULE = "use 1 to 100 of A-Z a-z 0-9 . _ -, not starting with '.'"
+_RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+_NAME = re.compile(r"[A-Za-z0-9_.]{1,100}")
+TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to name -> module
+
+
+def is_valid_run_name(name) -> bool:
+    """A run name is a plain folder name: it cannot climb out of the runs folder or inject markup."""
+    return isinstance(name, str) and _RUN_NAME.fullmatch(name) is not None
+
+
+def tracker_problem(report_to: str) -> str | None:
+    """Why ``report_to`` cannot be used here (unknown or not installed), or None."""
+    import importlib.util
+
+    for name in [r.strip() for r in report_to.split(",") if r.strip()]:
+        if name == "none":
+            continue
+        if name not in TRACKERS:
+            return f"unknown tracker {_short_repr(name)}; use none or {', '.join(TRACKERS)} (comma-separated)"
+        if importlib.util.find_spec(TRACKERS[name]) is None:
+            return f"tracker {name!r} is not installed here; pip install {TRACKERS[name]} or use none"
+    return None
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file and a rename: a crash leaves the old file or the new, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+    os.replace(tmp, path)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+
+
+def _short_repr(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _type_ok(value, hint) -> bool:
+    """Whether ``value`` fits a RunConfig annotation, the way JSON would carry it."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_type_ok(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is list:
+        return isinstance(value, list) and len(value) <= 64 and all(_type_ok(v, args[0]) for v in value)
+    raise TypeError(f"no type check for {hint}")
+
+
+def _describe(hint) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_describe(a) for a in args)
+    if origin is list:
+        return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
+    return {
+        type(None): "null",
+        bool: "true or false",
+        int: "a whole number",
+        float: "a finite number",
+        str: "a text",
+    }[hint]
 
 
 def _f(default, help: str, **kw):  # noqa: A002 - mirrors argparse / TRL's "help" metadata
@@ -92,15 +178,32 @@ class RunConfig:
 
     # ------------------------------------------------------------------ validation
 
-    def problems(self) -> dict[str, str]:
-        """Every invalid setting, with how to fix it. Checks only what needs no model or network."""
-        p: dict[str, str] = {}
-        if not isinstance(self.num_generations, int) or self.num_generations < 2:
+    def type_problems(self) -> dict[str, str]:
+        """Fields whose value has the wrong type for its annotation: JSON types, finite numbers only, and a bool is
+        not a number (``true`` as a step count is refused, not read as 1)."""
+        hints = typing.get_type_hints(RunConfig)
+        return {
+            f.name: f"must be {_describe(hints[f.name])}, not {_short_repr(getattr(self, f.name))}"
+            for f in fields(self)
+            if not _type_ok(getattr(self, f.name), hints[f.name])
+        }
+
+    def problems(self, check_files: bool = True) -> dict[str, str]:
+        """Every invalid setting, with how to fix it. Checks only what needs no model or network.
+
+        ``check_files`` (off in public mode, where no path is accepted at all) looks for local model folders and
+        data files; with it off, the answer never says whether a path exists on the server."""
+        p = self.type_problems()
+
+        def ok(*names: str) -> bool:
+            return not any(n in p for n in names)
+
+        if ok("num_generations") and self.num_generations < 2:
             p["num_generations"] = (
                 f"K={self.num_generations}: RLOO needs at least 2 completions per prompt for a leave-one-out "
                 "baseline; use 4 to 8"
             )
-        if self.generation_batch_size is not None:
+        if ok("generation_batch_size", "num_generations") and self.generation_batch_size is not None:
             if self.generation_batch_size <= 0:
                 p["generation_batch_size"] = "must be a positive number of completions per step"
             elif "num_generations" not in p and self.generation_batch_size % self.num_generations:
@@ -110,54 +213,70 @@ class RunConfig:
                     f"num_generations (K={self.num_generations}); use {max(lo, self.num_generations)} or "
                     f"{lo + self.num_generations}"
                 )
-        for name in ("prompts_per_step", "max_steps", "max_new_tokens", "prompt_words"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                p[name] = f"must be a positive whole number, not {value!r}"
-        if not self.learning_rate > 0:
-            p["learning_rate"] = f"must be > 0, not {self.learning_rate!r} (try 5e-4 for the embedded model)"
-        if self.beta < 0:
+        for name in ("prompts_per_step", "max_steps", "max_new_tokens", "prompt_words", "lora_r", "lora_alpha"):
+            if ok(name) and getattr(self, name) <= 0:
+                p[name] = f"must be a positive whole number, not {getattr(self, name)!r}"
+        if ok("seed") and not 0 <= self.seed <= MAX_SEED:
+            p["seed"] = f"must be between 0 and {MAX_SEED}, not {self.seed}"
+        if ok("learning_rate") and not 0 < self.learning_rate <= 1:
+            p["learning_rate"] = f"must be in (0, 1], not {self.learning_rate!r} (try 5e-4 for the embedded model)"
+        if ok("beta") and self.beta < 0:
             p["beta"] = f"must be >= 0, not {self.beta!r} (0 turns the KL penalty off)"
-        if not self.temperature > 0:
-            p["temperature"] = f"must be > 0, not {self.temperature!r}"
-        if not 0 < self.top_p <= 1:
+        if ok("temperature") and not 0 < self.temperature <= 10:
+            p["temperature"] = f"must be in (0, 10], not {self.temperature!r}"
+        if ok("top_p") and not 0 < self.top_p <= 1:
             p["top_p"] = f"must be in (0, 1], not {self.top_p!r}"
-        if not self.rewards:
-            p["rewards"] = "give at least one reward function, e.g. vader_compound"
-        for name in self.rewards:
-            try:
-                check_reward_name(name)
-            except ValueError as exc:
-                p["rewards"] = str(exc)
-        if len(set(self.reward_metric_names)) != len(self.rewards):
-            p["rewards"] = "each reward function may appear only once"
-        if self.reward_weights is not None and len(self.reward_weights) != len(self.rewards):
-            p["reward_weights"] = (
-                f"{len(self.rewards)} reward function(s) but {len(self.reward_weights)} weight(s); give one each"
-            )
-        if self.prompt_template not in TEMPLATES:
-            p["prompt_template"] = f"unknown template {self.prompt_template!r}; use {' or '.join(TEMPLATES)}"
-        src = self.data_source
-        if Path(src).suffix.lower() in (".csv", ".jsonl", ".json") and not Path(src).is_file():
-            p["data_source"] = f"file {src!r} does not exist; give a .csv/.jsonl path, a hub id or 'embedded:imdb'"
-        pol = self.policy.strip()
-        if not pol:
-            p["policy"] = f"give a policy, e.g. {EMBEDDED_POLICY!r}"
-        elif pol.startswith((".", "/", "~")) and not (Path(pol).expanduser() / "config.json").is_file():
-            p["policy"] = f"model folder {pol!r} does not exist or has no config.json"
-        if self.use_lora and (self.lora_r < 1 or self.lora_alpha < 1):
-            p["lora_r"] = "lora_r and lora_alpha must be positive whole numbers (try 8 and 16)"
-        if self.bf16:
+        if ok("rewards"):
+            self._reward_problems(p)
+        if ok("prompt_template") and self.prompt_template not in TEMPLATES:
+            p["prompt_template"] = f"unknown template {_short_repr(self.prompt_template)}; use {' or '.join(TEMPLATES)}"
+        for name, limit in (("policy", 300), ("data_source", 500), ("text_column", 100), ("output_dir", 4096)):
+            if ok(name) and not 0 < len(getattr(self, name).strip()) <= limit:
+                p[name] = f"must be a non-empty text of at most {limit} characters"
+        if ok("data_source") and check_files:
+            src = self.data_source
+            if Path(src).suffix.lower() in (".csv", ".jsonl", ".json") and not Path(src).is_file():
+                p["data_source"] = f"file {src!r} does not exist; give a .csv/.jsonl path, a hub id or 'embedded:imdb'"
+        if ok("policy") and check_files:
+            pol = self.policy.strip()
+            if pol.startswith((".", "/", "~")) and not (Path(pol).expanduser() / "config.json").is_file():
+                p["policy"] = f"model folder {pol!r} does not exist or has no config.json"
+        if ok("lora_target_modules") and self.lora_target_modules is not None:
+            if not self.lora_target_modules or not all(_NAME.fullmatch(m) for m in self.lora_target_modules):
+                p["lora_target_modules"] = "give module names such as c_attn c_proj (letters, digits, '_' and '.')"
+        if ok("bf16") and self.bf16:
             import torch
 
             if not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
                 p["bf16"] = "bf16 needs a GPU that supports it; on a CPU leave it off (fp32)"
-        if self.run_name is not None and ("/" in self.run_name or self.run_name in ("", ".", "..")):
-            p["run_name"] = "must be a plain folder name without '/'"
+        if ok("run_name") and self.run_name is not None and not is_valid_run_name(self.run_name):
+            p["run_name"] = RUN_NAME_RULE
+        if ok("report_to"):
+            problem = tracker_problem(self.report_to)
+            if problem:
+                p["report_to"] = problem
         return p
 
-    def validate(self) -> RunConfig:
-        problems = self.problems()
+    def _reward_problems(self, p: dict[str, str]) -> None:
+        if not self.rewards:
+            p["rewards"] = "give at least one reward function, e.g. vader_compound"
+            return
+        for name in self.rewards:
+            try:
+                check_reward_name(name)
+            except UserError as exc:
+                p["rewards"] = str(exc)
+                return
+        if len(set(self.reward_metric_names)) != len(self.rewards):
+            p["rewards"] = "each reward function may appear only once"
+        elif "reward_weights" not in p and self.reward_weights is not None:
+            if len(self.reward_weights) != len(self.rewards):
+                p["reward_weights"] = (
+                    f"{len(self.rewards)} reward function(s) but {len(self.reward_weights)} weight(s); give one each"
+                )
+
+    def validate(self, check_files: bool = True) -> RunConfig:
+        problems = self.problems(check_files)
         if problems:
             raise ConfigError(problems)
         return self
@@ -168,36 +287,64 @@ class RunConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> RunConfig:
+    def from_dict(cls, data) -> RunConfig:
+        """A RunConfig from a mapping of settings; unknown keys are refused (types are checked by ``problems``)."""
+        if not isinstance(data, dict):
+            raise ConfigError({"config": f"must be a mapping of settings, not {type(data).__name__}"})
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted((k if isinstance(k, str) else repr(k)) for k in data if k not in known)
         if unknown:
-            raise ConfigError({k: f"unknown setting; known settings are {', '.join(sorted(known))}" for k in unknown})
+            hint = f"unknown setting; known settings are {', '.join(sorted(known))}"
+            raise ConfigError({_short_repr(k, 40): hint for k in unknown[:5]})
         return cls(**data)
 
+    @classmethod
+    def from_json(cls, text) -> RunConfig:
+        """A RunConfig from JSON text, as the named API receives it (missing keys take defaults)."""
+        if text is None or (isinstance(text, str) and not text.strip()):
+            return cls()
+        if not isinstance(text, str):
+            raise ConfigError({"config": f"must be JSON text, not {type(text).__name__}"})
+        if len(text) > MAX_CONFIG_CHARS:
+            raise ConfigError({"config": f"is {len(text)} characters long; at most {MAX_CONFIG_CHARS} are read"})
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ConfigError({"config": f"is not valid JSON ({exc})"}) from None
+        return cls.from_dict(data)
+
     def save(self, path: str | Path) -> None:
+        """Write as YAML (or JSON for a .json path), atomically: a reader never sees half a file."""
         path = Path(path)
         if path.suffix.lower() == ".json":
-            path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+            text = json.dumps(self.to_dict(), indent=2) + "\n"
         else:
             import yaml
 
-            path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+            text = yaml.safe_dump(self.to_dict(), sort_keys=False)
+        atomic_write_text(path, text)
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
         path = Path(path)
         if not path.is_file():
             raise ConfigError({"config": f"config file {str(path)!r} does not exist"})
-        text = path.read_text()
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+        try:
+            text = path.read_text(encoding="utf-8")
+            if path.suffix.lower() == ".json":
+                data = json.loads(text)
+            else:
+                import yaml
 
-            data = yaml.safe_load(text) or {}
+                data = yaml.safe_load(text) or {}
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+            raise ConfigError({"config": f"{path.name} cannot be read: {_first_line(exc)}"}) from None
+        except Exception as exc:  # yaml.YAMLError and its subclasses
+            if type(exc).__module__.startswith("yaml"):
+                raise ConfigError({"config": f"{path.name} is not valid YAML: {_first_line(exc)}"}) from None
+            raise
         if not isinstance(data, dict):
-            raise ConfigError({"config": f"{str(path)!r} must hold a mapping of settings"})
+            raise ConfigError({"config": f"{path.name} must hold a mapping of settings"})
         return cls.from_dict(data)
 
     # ------------------------------------------------------------------ TRL

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from rloo_demo.errors import DataError
+
 EMBEDDED_SOURCE = "embedded:imdb"
 HELDOUT_FRACTION = 0.1  # share of reviews kept out of every kind of training
 
@@ -86,17 +88,18 @@ def load_texts(source: str, text_column: str = "text") -> Dataset:
     path = Path(source)
     if path.suffix.lower() in (".csv", ".jsonl", ".json"):
         if not path.is_file():
-            raise FileNotFoundError(f"data file {source!r} does not exist")
+            raise DataError(f"data file {source!r} does not exist")
         rows = _read_local_rows(path)
     else:
         from rloo_demo.hub import load_hub_dataset
 
         rows = list(load_hub_dataset(source))
     if not rows:
-        raise ValueError(f"data source {source!r} has no rows")
-    if text_column not in rows[0]:
-        raise ValueError(
-            f"data source {source!r} has no column {text_column!r}; its columns are {sorted(rows[0])}. "
+        raise DataError(f"data source {source!r} has no rows")
+    if not isinstance(rows[0], dict) or text_column not in rows[0]:
+        columns = sorted(rows[0]) if isinstance(rows[0], dict) else []
+        raise DataError(
+            f"data source {source!r} has no column {text_column!r}; its columns are {columns}. "
             "Pass --text-column with the name of the column that holds the text."
         )
     texts = [clean_text(str(r[text_column])) for r in rows if r.get(text_column)]
@@ -104,13 +107,16 @@ def load_texts(source: str, text_column: str = "text") -> Dataset:
 
 
 def _read_local_rows(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8", newline="") as f:
-        if path.suffix.lower() == ".csv":
-            return list(csv.DictReader(f))
-        if path.suffix.lower() == ".json":
-            data = json.load(f)
-            return data if isinstance(data, list) else list(data.values())[0]
-        return [json.loads(line) for line in f if line.strip()]
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            if path.suffix.lower() == ".csv":
+                return list(csv.DictReader(f))
+            if path.suffix.lower() == ".json":
+                data = json.load(f)
+                return data if isinstance(data, list) else list(data.values())[0]
+            return [json.loads(line) for line in f if line.strip()]
+    except (UnicodeDecodeError, ValueError, IndexError, csv.Error) as exc:
+        raise DataError(f"data file {path.name!r} cannot be read as {path.suffix.lower()[1:]}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------- prompt templates
@@ -167,5 +173,5 @@ def prompt_dataset(
         if limit is not None and len(prompts) >= limit:
             break
     if not prompts:
-        raise ValueError(f"no {part} prompts could be built from {source!r}")
+        raise DataError(f"no {part} prompts could be built from {source!r}")
     return Dataset.from_dict({"prompt": prompts})

@@ -14,12 +14,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rloo_demo.errors import UserError
+
 ASSETS_DIR = Path(os.environ.get("RLOO_DEMO_ASSETS", Path(__file__).resolve().parent.parent / "assets"))
 EMBEDDED_POLICY = "embedded:tiny-imdb-gpt2"
 EMBEDDED_CLASSIFIER = "embedded:tiny-imdb-sentiment"
 
 
-class ResolveError(ValueError):
+class ResolveError(UserError):
     """A model or dataset name that cannot be loaded here; the message says what to do instead."""
 
 
@@ -39,8 +41,8 @@ def resolve_model(name: str, alternative: str = EMBEDDED_POLICY) -> str:
         folder = ASSETS_DIR / name.removeprefix("embedded:")
         if not (folder / "config.json").is_file():
             raise ResolveError(
-                f"embedded model {name!r} is missing from {ASSETS_DIR}; rebuild it with the script in scripts/ "
-                "or set RLOO_DEMO_ASSETS to the folder that holds it"
+                f"embedded model {name!r} is missing from the assets folder; rebuild it with the script in "
+                "scripts/ or set RLOO_DEMO_ASSETS to the folder that holds it"
             )
         return str(folder)
     path = Path(name).expanduser()

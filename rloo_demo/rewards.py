@@ -21,8 +21,10 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from rloo_demo.hub import EMBEDDED_CLASSIFIER, resolve_model
+from rloo_demo.errors import InputError
+from rloo_demo.hub import EMBEDDED_CLASSIFIER, ResolveError, resolve_model
 
 RewardFn = Callable[..., list[float]]
 
@@ -62,9 +64,35 @@ def sentiment_pipeline(model: str = EMBEDDED_CLASSIFIER):
         return _PIPELINES[folder]
 
 
+def check_classifier_folder(folder: str, name: str) -> None:
+    """Refuse a model that is not a two-label sequence classifier, by its config.json alone (nothing loads).
+
+    A causal LM loaded through the sentiment pipeline gets a freshly initialised classification head: its "scores"
+    would be noise, and the run would train on them without a word."""
+    import json
+
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ResolveError(f"classifier {name!r} has no readable config.json") from None
+    architectures = config.get("architectures") or []
+    labels = config.get("id2label") or {}
+    num_labels = len(labels) if isinstance(labels, dict) and labels else config.get("num_labels", 2)
+    if not any(str(a).endswith("ForSequenceClassification") for a in architectures):
+        raise ResolveError(
+            f"classifier {name!r} is not a sequence classifier (its architectures are {architectures or 'unknown'}); "
+            "give a sentiment model such as 'embedded:tiny-imdb-sentiment'"
+        )
+    if num_labels != 2:
+        raise ResolveError(
+            f"classifier {name!r} has {num_labels} labels; a reward needs a two-label (negative/positive) classifier"
+        )
+
+
 def make_classifier_reward(model: str = EMBEDDED_CLASSIFIER, name: str | None = None) -> RewardFn:
     """A reward function scoring completions with a sentiment classifier (signed probability)."""
     folder = resolve_model(model, alternative=EMBEDDED_CLASSIFIER)  # fail fast, before training starts
+    check_classifier_folder(folder, model)
 
     def reward(prompts, completions, completion_ids=None, **columns) -> list[float]:
         texts = [completion_text(c) for c in completions]
@@ -123,10 +151,11 @@ def metric_name(name: str) -> str:
 
 
 def check_reward_name(name: str) -> None:
-    """Raise ``ValueError`` with the known names for an unknown reward name (no model is loaded)."""
+    """Raise ``InputError`` with the known names for an unknown reward name (no model is loaded)."""
     if name in REWARDS or (name.startswith(CLASSIFIER_PREFIX) and len(name) > len(CLASSIFIER_PREFIX)):
         return
-    raise ValueError(f"unknown reward {name!r}; choose from {', '.join(REWARDS)} or 'classifier:<hub id or folder>'")
+    shown = name if len(name) <= 60 else name[:59] + "…"
+    raise InputError(f"unknown reward {shown!r}; choose from {', '.join(REWARDS)} or 'classifier:<hub id or folder>'")
 
 
 def build_reward(name: str) -> RewardFn:

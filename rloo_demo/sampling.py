@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from rloo_demo.errors import InputError
+
 
 def _filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p >= 1.0:
@@ -41,6 +43,8 @@ def sample(
     if ids.size(1) == 0:
         ids = torch.tensor([[tokenizer.bos_token_id or tokenizer.eos_token_id]])
     max_ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", 2048)
+    if max_new_tokens >= max_ctx:
+        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
     ids = ids[:, -(max_ctx - max_new_tokens) :].repeat(num_samples, 1).to(device)
     eos = tokenizer.eos_token_id
     done = torch.zeros(num_samples, dtype=torch.bool)

@@ -53,22 +53,27 @@ def accelerate_launch(num_processes: int) -> list[str]:
     return cmd + ([] if torch.cuda.is_available() else ["--cpu"])
 
 
-def launch_command(config_path: Path, stop_file: Path, num_processes: int) -> list[str]:
+def launch_command(
+    config_path: Path, stop_file: Path, num_processes: int, budget_seconds: float | None = None
+) -> list[str]:
     train = ["-m", "rloo_demo", "train", "--config", str(config_path), "--stop-file", str(stop_file)]
+    if budget_seconds is not None:
+        train += ["--max-seconds", str(budget_seconds)]
     return accelerate_launch(num_processes) + train
 
 
 class SubprocessJob(TrainingJob):
     """A ``TrainingJob`` whose thread follows a training subprocess instead of training itself."""
 
-    def __init__(self, config: RunConfig, num_processes: int = 2):
-        super().__init__(config)
+    def __init__(self, config: RunConfig, num_processes: int = 2, budget_seconds: float | None = None):
+        super().__init__(config, budget_seconds=budget_seconds)
         self.num_processes = num_processes
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> SubprocessJob:
+    def start(self, resources_checked: bool = False) -> SubprocessJob:
         config = self.state.config
-        check_resources(config)
+        if not resources_checked:
+            check_resources(config)
         root = Path(config.output_dir)
         root.mkdir(parents=True, exist_ok=True)
         name = config.run_name or default_run_name(config)
@@ -85,7 +90,7 @@ class SubprocessJob(TrainingJob):
         self.state.status, self.state.started = "running", time.time()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                launch_command(self.config_path, self.stop_file, self.num_processes),
+                launch_command(self.config_path, self.stop_file, self.num_processes, self.state.budget_seconds),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -100,8 +105,11 @@ class SubprocessJob(TrainingJob):
         def drain():
             for record in metrics.read():
                 st.channel.publish(record)
+            by_step: dict[int, list[dict]] = {}
             for group in rollouts.read():
-                st.rollouts.setdefault(group["step"], []).append(group)
+                by_step.setdefault(group["step"], []).append(group)
+            for step, groups in by_step.items():
+                st.keep_rollouts(step, st.rollouts.get(step, []) + groups)
 
         while self.proc.poll() is None:
             drain()
@@ -121,6 +129,6 @@ class SubprocessJob(TrainingJob):
         for p in (self.stop_file, self.config_path):
             p.unlink(missing_ok=True)
 
-    def stop(self) -> None:
-        super().stop()
+    def stop(self, reason: str = "its starter asked it to stop") -> None:
+        super().stop(reason)
         self.stop_file.touch()

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from transformers import TrainerCallback
@@ -21,9 +22,11 @@ from transformers.trainer_callback import PrinterCallback
 
 from rloo_demo.callbacks import LiveMetricsCallback, MetricsChannel
 from rloo_demo.config import RunConfig
-from rloo_demo.runs import RunFolder
+from rloo_demo.runs import RunFolder, _is_disk_full, process_identity
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROLLOUT_MEMORY_STEPS = 32  # steps of rollouts a live run keeps in memory; older ones are read from its folder
 
 
 def load_policy(name: str):
@@ -42,13 +45,16 @@ def load_policy(name: str):
 
 
 def check_resources(config: RunConfig) -> None:
-    """Resolve every model and data name, so that a missing one fails before any model loads."""
+    """Resolve every model and read the prompts, so that a missing model, a non-classifier reward model or a data
+    file without its text column fails before any run folder is made or model loaded."""
+    from rloo_demo.data import prompt_dataset
     from rloo_demo.hub import resolve_model
     from rloo_demo.rewards import build_reward
 
     resolve_model(config.policy)
     for name in config.rewards:
-        build_reward(name)  # classifier rewards resolve their model; nothing heavy loads yet
+        build_reward(name)  # classifier rewards resolve their model and check it is one; nothing heavy loads yet
+    prompt_dataset(config.data_source, "train", config.prompt_template, config.prompt_words, 1, config.text_column)
 
 
 class WeightsLock(TrainerCallback):
@@ -96,10 +102,27 @@ class RunState:
     run: RunFolder | None = None
     status: str = "pending"
     error: str | None = None
+    stop_reason: str | None = None  # why a stop was asked for: the starter, the budget, an abandoned page, ...
+    budget_seconds: float | None = None  # compute budget: the run stops itself at the first step boundary past it
     trainer: object = None
-    rollouts: dict[int, list[dict]] = field(default_factory=dict)  # step -> prompt groups, for live readers
+    # step -> prompt groups of the latest steps, for live readers (older steps: the run folder's rollouts.jsonl)
+    rollouts: OrderedDict[int, list[dict]] = field(default_factory=OrderedDict)
+    rollout_steps: list[int] = field(default_factory=list)  # every step with rollouts, in order
     started: float | None = None
     finished: float | None = None
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the run to stop at the next step boundary; the first reason given is the one recorded."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.stop_event.set()
+
+    def keep_rollouts(self, step: int, groups: list[dict]) -> None:
+        self.rollouts[step] = groups
+        if not self.rollout_steps or self.rollout_steps[-1] != step:
+            self.rollout_steps.append(step)
+        while len(self.rollouts) > ROLLOUT_MEMORY_STEPS:
+            self.rollouts.popitem(last=False)
 
     def policy_snapshot(self):
         """A private copy of the policy as it is between two optimiser steps (``None`` before the trainer exists)."""
@@ -128,9 +151,9 @@ def train(
         state.run = RunFolder.create(config)
     run = state.run
     state.status, state.started = "running", time.time()
-    if run is not None:
-        run.set_status("running", pid=os.getpid(), started=state.started)
     try:
+        if run is not None:
+            run.set_status("running", started=state.started, **process_identity())
         trainer = build_trainer(config, state, progress=progress, stop_file=stop_file)
         state.trainer = trainer
         trainer.train()
@@ -138,16 +161,30 @@ def train(
         state.status = "stopped" if stopped else "finished"
         if run is not None:
             run.save_model(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
-            run.set_status(state.status, step=trainer.state.global_step, finished=time.time())
+            reason = state.stop_reason if stopped else None
+            run.set_status(state.status, step=trainer.state.global_step, finished=time.time(), reason=reason)
             _remove_if_empty(run.path / "trainer")
-    except Exception as exc:  # a crash in a reward function, OOM, ...: recorded, not raised
-        state.status, state.error = "failed", f"{type(exc).__name__}: {exc}"
-        if run is not None:
-            run.set_status("failed", error=state.error, traceback=traceback.format_exc(), finished=time.time())
+    except Exception as exc:  # a crash in a reward function, OOM, a full disk, ...: recorded, not raised
+        _record_failure(state, exc)
     finally:
         state.finished = time.time()
+        if state.status in ("pending", "running"):  # a BaseException (SystemExit, ...) ended the thread
+            state.status, state.error = "failed", state.error or "training ended without a status"
         state.channel.close()
     return state
+
+
+def _record_failure(state: RunState, exc: Exception) -> None:
+    """Mark the run failed in memory first (what the page shows), then on disk if the disk still takes it."""
+    disk_full = isinstance(exc, OSError) and _is_disk_full(exc)
+    state.status = "failed"
+    state.error = "disk full: the run could not write its files" if disk_full else f"{type(exc).__name__}: {exc}"
+    if state.run is None:
+        return
+    try:
+        state.run.set_status("failed", error=state.error, traceback=traceback.format_exc(), finished=time.time())
+    except OSError as write_error:
+        state.error += f" (status.json could not be updated either: {write_error.strerror or write_error})"
 
 
 def _remove_if_empty(folder) -> None:
@@ -182,7 +219,12 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     args = config.to_rloo_config(trainer_dir, num_processes=PartialState().num_processes, reward_weights=config.weights)
     callbacks = [
         LiveMetricsCallback(
-            state.channel, state.stop_event, on_record=run.append_metrics if run else None, stop_file=stop_file
+            state.channel,
+            state.stop_event,
+            on_record=run.append_metrics if run else None,
+            stop_file=stop_file,
+            budget_seconds=state.budget_seconds,
+            on_stop=state.request_stop,
         ),
         state.weights,
     ]
@@ -204,29 +246,31 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
 
 
 def _keep_rollouts(state: RunState, step: int, groups: list[dict]) -> None:
-    """Append a step's groups to the run folder and keep them in memory for live readers."""
+    """Append a step's groups to the run folder and keep the latest in memory for live readers."""
     if state.run is not None:
         state.run.append_rollouts(step, groups)
-    state.rollouts[step] = groups
+    state.keep_rollouts(step, groups)
 
 
 class TrainingJob:
     """A run in a background thread. ``start`` validates and creates the run folder synchronously, so errors in
     the settings raise in the caller and the run's name is known at once."""
 
-    def __init__(self, config: RunConfig):
-        self.state = RunState(config.validate())
+    def __init__(self, config: RunConfig, budget_seconds: float | None = None):
+        self.state = RunState(config.validate(), budget_seconds=budget_seconds)
         self.thread: threading.Thread | None = None
+        self.status_extra: dict = {}  # written into status.json when the folder is made (e.g. the owner's hash)
 
-    def start(self) -> TrainingJob:
-        check_resources(self.state.config)
-        self.state.run = RunFolder.create(self.state.config)
+    def start(self, resources_checked: bool = False) -> TrainingJob:
+        if not resources_checked:
+            check_resources(self.state.config)
+        self.state.run = RunFolder.create(self.state.config, **self.status_extra)
         self.thread = threading.Thread(target=train, args=(self.state.config, self.state), daemon=True)
         self.thread.start()
         return self
 
-    def stop(self) -> None:
-        self.state.stop_event.set()
+    def stop(self, reason: str = "its starter asked it to stop") -> None:
+        self.state.request_stop(reason)
 
     def join(self, timeout: float | None = None) -> bool:
         if self.thread is not None:

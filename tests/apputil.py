@@ -29,21 +29,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(runs_dir, max_concurrent=1):
-    import gradio as gr
-
+def running_app(runs_dir, max_concurrent=1, limits=None):
+    """The app as ``python app.py`` builds it, on a free port, with ``limits`` (default: this environment's)."""
+    from rloo_demo.limits import Limits
     from rloo_demo.runner import Runner
-    from rloo_demo.ui.app import CSS, build_app, quiet_queue
+    from rloo_demo.ui.app import build_app, launch_options, prepare
     from rloo_demo.ui.controller import Controller
 
-    controller = Controller(Runner(str(runs_dir), max_concurrent=max_concurrent))
-    demo = build_app(controller)
-    demo.queue(default_concurrency_limit=4)
-    quiet_queue(demo)
+    limits = limits or Limits.from_env()
+    controller = Controller(Runner(str(runs_dir), max_concurrent=max_concurrent, limits=limits))
+    demo = prepare(build_app(controller), limits)
     port = free_port()
-    demo.launch(
-        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, theme=gr.themes.Soft(), css=CSS
-    )
+    options = launch_options(limits) | {"server_name": "127.0.0.1", "server_port": port}
+    demo.launch(prevent_thread_lock=True, quiet=True, **options)
     try:
         yield f"http://127.0.0.1:{port}/", controller
     finally:
@@ -51,6 +49,7 @@ def running_app(runs_dir, max_concurrent=1):
             active.job.stop()
             active.job.join(60)
         demo.close()
+        controller.close()
 
 
 def wait_until(predicate, timeout=120.0, interval=0.25):
@@ -61,3 +60,36 @@ def wait_until(predicate, timeout=120.0, interval=0.25):
             return value
         time.sleep(interval)
     raise TimeoutError("condition not met in time")
+
+
+def call_event(url, api_name, data, session_hash="hostile-session", timeout=120.0):
+    """Call any event of the page, private ones included, the way a browser (or anyone with curl) can: through the
+    queue's join + SSE protocol, or a plain POST for events outside the queue. Returns the output list; raises
+    ``RuntimeError`` with gradio's message if the server reports an error."""
+    import json
+
+    import httpx
+
+    config = httpx.get(f"{url}config", timeout=30).json()
+    dep = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
+    body = {"data": data, "fn_index": dep["id"], "session_hash": session_hash, "event_data": None, "trigger_id": None}
+    with httpx.Client(timeout=timeout) as http:
+        if not dep.get("queue", True):
+            r = http.post(f"{url}gradio_api/run/{api_name}", json=body)
+            payload = r.json()
+            if r.status_code != 200:
+                raise RuntimeError(payload.get("error") or payload)
+            return payload["data"]
+        joined = http.post(f"{url}gradio_api/queue/join", json=body)
+        if joined.status_code != 200:
+            raise RuntimeError(joined.text)
+        with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session_hash}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed":
+                    if not msg.get("success", False):
+                        raise RuntimeError((msg.get("output") or {}).get("error") or msg)
+                    return msg["output"]["data"]
+    raise RuntimeError("no result")

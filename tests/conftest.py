@@ -23,3 +23,29 @@ def tiny_config(tmp_path):
     from rloo_demo.config import RunConfig
 
     return RunConfig(max_steps=3, prompts_per_step=2, num_generations=4, max_new_tokens=8, output_dir=str(tmp_path))
+
+
+def _outside_work_and_tmp() -> Path:
+    """A folder like the Space's /home/user/runs: outside the working folder and outside the temp folder, the two
+    places gradio serves files from by default (the layout that broke the Runs tab's downloads)."""
+    import tempfile
+    import uuid
+
+    cwd, tmp = Path.cwd().resolve(), Path(tempfile.gettempdir()).resolve()
+    for base in (Path.home() / ".rloo-demo-test-runs", Path("/var/tmp/rloo-demo-test-runs")):
+        base = base.resolve()
+        if not base.is_relative_to(cwd) and not base.is_relative_to(tmp) and not base.is_relative_to(ROOT):
+            folder = base / uuid.uuid4().hex[:12]
+            folder.mkdir(parents=True)
+            return folder
+    raise RuntimeError("no folder outside the working folder and the temp folder for the Space layout")
+
+
+@pytest.fixture(scope="module")
+def space_runs_dir():
+    """A runs folder in the Space layout (module-scoped); removed afterwards."""
+    import shutil
+
+    folder = _outside_work_and_tmp()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

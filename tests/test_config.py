@@ -24,7 +24,18 @@ def test_defaults_are_valid():
         ),
         ({"max_steps": 0}, "max_steps", "positive whole number"),
         ({"max_new_tokens": -3}, "max_new_tokens", "positive whole number"),
-        ({"learning_rate": 0.0}, "learning_rate", "must be > 0"),
+        ({"learning_rate": 0.0}, "learning_rate", "must be in (0, 1]"),
+        ({"learning_rate": 5.0}, "learning_rate", "must be in (0, 1]"),
+        ({"seed": -1}, "seed", "between 0 and 4294967295"),
+        ({"seed": 2**32}, "seed", "between 0 and 4294967295"),
+        ({"temperature": 0.0}, "temperature", "(0, 10]"),
+        ({"lora_r": 0}, "lora_r", "positive whole number"),
+        ({"run_name": ".."}, "run_name", "not starting with '.'"),
+        ({"run_name": "a/b"}, "run_name", "A-Z a-z 0-9"),
+        ({"run_name": "y`<img src=x>`"}, "run_name", "A-Z a-z 0-9"),
+        ({"run_name": "x" * 101}, "run_name", "1 to 100"),
+        ({"report_to": "mlflow"}, "report_to", "unknown tracker 'mlflow'"),
+        ({"lora_target_modules": ["c_attn", "x; rm -rf /"]}, "lora_target_modules", "module names"),
         ({"beta": -0.1}, "beta", ">= 0"),
         ({"top_p": 1.5}, "top_p", "(0, 1]"),
         ({"rewards": ["nope"]}, "rewards", "unknown reward 'nope'"),
@@ -39,6 +50,34 @@ def test_invalid_settings_say_how_to_fix(kw, field, needle):
     p = problems(**kw)
     assert field in p
     assert needle in p[field]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "needle"),
+    [
+        ({"max_steps": True}, "max_steps", "must be a whole number, not True"),
+        ({"max_steps": 10.5}, "max_steps", "must be a whole number, not 10.5"),
+        ({"max_steps": "10"}, "max_steps", "must be a whole number, not '10'"),
+        ({"max_steps": None}, "max_steps", "must be a whole number, not None"),
+        ({"beta": float("nan")}, "beta", "must be a finite number, not nan"),
+        ({"temperature": float("inf")}, "temperature", "must be a finite number, not inf"),
+        ({"learning_rate": "5e-4"}, "learning_rate", "must be a finite number"),
+        ({"learning_rate": False}, "learning_rate", "must be a finite number, not False"),
+        ({"use_lora": 1}, "use_lora", "must be true or false, not 1"),
+        ({"rewards": "vader_compound"}, "rewards", "must be a list of texts"),
+        ({"rewards": [None]}, "rewards", "must be a list of texts"),
+        ({"reward_weights": [1.0, float("nan")]}, "reward_weights", "list of finite numbers"),
+        ({"reward_weights": ["1"]}, "reward_weights", "list of finite numbers"),
+        ({"policy": None}, "policy", "must be a text, not None"),
+        ({"policy": {"a": 1}}, "policy", "must be a text"),
+        ({"generation_batch_size": True}, "generation_batch_size", "a whole number or null"),
+        ({"seed": 1.0}, "seed", "a whole number, not 1.0"),
+    ],
+)
+def test_types_are_checked_strictly(kw, field, needle):
+    p = problems(**kw)
+    assert needle in p[field], p
+    assert set(p) == {field}  # a type problem does not also raise from a later check
 
 
 def test_validate_raises_with_all_problems():
@@ -65,6 +104,59 @@ def test_unknown_key_and_missing_file(tmp_path):
         RunConfig.from_dict({"num_gens": 4})
     with pytest.raises(ConfigError, match="does not exist"):
         RunConfig.load(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[1, 2]", "must be a mapping of settings, not list"),
+        ('"max_steps"', "must be a mapping of settings, not str"),
+        ("{bad json", "is not valid JSON"),
+        ('{"max_steps": 1', "is not valid JSON"),
+        ("[" * 100_000, "characters long"),
+    ],
+)
+def test_json_settings_that_are_not_a_mapping(text, needle):
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_json(text)
+    assert needle in str(info.value)
+
+
+def test_json_settings_default_and_nan():
+    assert RunConfig.from_json("") == RunConfig() == RunConfig.from_json(None)
+    assert "beta" in RunConfig.from_json('{"beta": NaN}').problems()
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"max_steps: [1, 2\n", "is not valid YAML"),
+        (b"\xff\xfe\x00max_steps: 3", "cannot be read"),
+        (b"- 1\n- 2\n", "must hold a mapping"),
+        (b"max_stepz: 3\n", "unknown setting"),
+    ],
+)
+def test_bad_config_files_are_config_errors(tmp_path, content, needle):
+    path = tmp_path / "run.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        RunConfig.load(path)
+    assert needle in str(info.value)
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    import os
+
+    path = tmp_path / "config.yaml"
+    RunConfig(max_steps=7).save(path)
+
+    def crash(*a, **k):
+        raise OSError("crash between write and rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        RunConfig(max_steps=8).save(path)
+    assert RunConfig.load(path).max_steps == 7  # the old file is intact
 
 
 def test_to_rloo_config():

@@ -7,7 +7,6 @@ import pytest
 
 from rloo_demo.config import ConfigError, RunConfig
 from rloo_demo.runs import RunFolder
-from rloo_demo.ui.app import Limits
 from rloo_demo.ui.forms import FORM_FIELDS, config_from_form, defaults
 from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
 
@@ -76,21 +75,6 @@ def test_form_errors_name_every_bad_field():
     assert {"num_generations", "learning_rate"} <= set(info.value.problems)
 
 
-def test_limits_cap_public_deployments():
-    limits = Limits(max_steps=50, max_new_tokens=16, max_k=4, allow_custom_models=False)
-    limits.check(RunConfig(max_steps=50, max_new_tokens=16))
-    with pytest.raises(ConfigError) as info:
-        limits.check(RunConfig(max_steps=51, max_new_tokens=17, num_generations=8, policy="gpt2"))
-    assert set(info.value.problems) == {"max_steps", "max_new_tokens", "num_generations", "policy"}
-
-
-def test_limits_from_env(monkeypatch):
-    monkeypatch.setenv("RLOO_MAX_STEPS", "42")
-    monkeypatch.setenv("RLOO_ALLOW_CUSTOM_MODELS", "0")
-    limits = Limits.from_env()
-    assert limits.max_steps == 42 and not limits.allow_custom_models
-
-
 def test_status_line():
     records = [{"step": s, "reward": 0.1 * s, "time": 2.0 * s} for s in range(1, 11)]  # 0.5 steps/s
     line = status_line("running", records, 100, 25.0, "r1")  # 5 s of model loading before step 1
@@ -140,26 +124,6 @@ def test_run_rows(tmp_path):
     run.append_metrics({"step": 2, "max_steps": 5, "reward": 0.3, "kl": 0.01})
     rows = run_rows([run.summary()])
     assert rows == [["x", "running", "2/5", 0.1, 0.3, 0.01, "no", ""]]
-
-
-def test_controller_reads_runs_from_disk_and_exports(tmp_path):
-    from rloo_demo.runner import Runner
-    from rloo_demo.ui.controller import Controller
-
-    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="old"))
-    run.append_metrics({"step": 1, "max_steps": 2, "reward": 0.2})
-    run.append_rollouts(1, [make_group([0.1, 0.2], step=1)])
-    run.set_status("finished")
-    controller = Controller(Runner(str(tmp_path)))
-    assert controller.default_run() == "old"
-    view = controller.view("old")
-    assert view.status == "finished" and view.last_step == 1 and not view.live
-    assert controller.rollout_steps("old") == [1]
-    assert controller.rollouts("old", None)[0]["prompt"] == "This movie was"
-    csv = controller.export("old", "metrics", tmp_path / "dl")
-    assert csv.read_text().splitlines()[0].startswith("step,")
-    with pytest.raises(FileNotFoundError):
-        controller.export("old", "model", tmp_path / "dl")
 
 
 def test_interrupted_runs_are_marked_failed_on_restart(tmp_path):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rloo_demo.config import ConfigError, RunConfig
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import InputError
 
 BUILTIN_REWARDS = ["vader_compound", "sentiment_classifier", "length_penalty"]
 
@@ -58,50 +59,46 @@ def defaults() -> dict:
     }
 
 
-def _int(name: str, value, problems: dict) -> int | None:
-    try:
-        if value is None or float(value) != int(float(value)):
-            raise ValueError
-        return int(float(value))
-    except (TypeError, ValueError):
-        problems[name] = f"must be a whole number, not {value!r}"
-        return None
+def _whole(value):
+    """gradio's number boxes send 4.0 for 4: an integral float becomes an int; anything else is passed on as it
+    is, for RunConfig's type check to refuse with a message."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _float(name: str, value, problems: dict) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        problems[name] = f"must be a number, not {value!r}"
-        return None
+def _text(value):
+    return value.strip() if isinstance(value, str) else value
+
+
+def form_settings(values) -> dict:
+    """RunConfig settings from the Train form's values, unchecked: the controller checks them like any request.
+    Only the shape is handled here (rewards and their weights, the optional classifier); values pass through."""
+    if not isinstance(values, dict):
+        raise InputError("the form values must be a mapping of field names to values")
+    chosen = values.get("rewards") if isinstance(values.get("rewards"), list) else []
+    rewards = [r for r in BUILTIN_REWARDS if r in chosen]
+    weights = [values.get(f"w_{r}") for r in rewards]
+    custom = _text(values.get("custom_classifier"))
+    if isinstance(custom, str) and custom:
+        rewards.append(custom if custom.startswith("classifier:") else f"classifier:{custom}")
+        weights.append(values.get("w_custom"))
+    settings = {
+        "policy": _text(values.get("policy")),
+        "rewards": rewards,
+        "reward_weights": weights,
+        "data_source": _text(values.get("data_source")) or "embedded:imdb",
+        "prompt_template": values.get("prompt_template") or "continuation",
+        "normalize_advantages": values.get("normalize_advantages", False),
+        "use_lora": values.get("use_lora", False),
+    }
+    for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed", "lora_r"):
+        settings[k] = _whole(values.get(k))
+    for k in ("learning_rate", "beta", "temperature"):
+        settings[k] = values.get(k)
+    return settings
 
 
 def config_from_form(values: dict, output_dir: str = "runs") -> RunConfig:
     """Build and validate a RunConfig from the form; raises ``ConfigError`` naming every bad field."""
-    problems: dict[str, str] = {}
-    rewards = [r for r in BUILTIN_REWARDS if r in (values.get("rewards") or [])]
-    weights = [_float(f"weight of {r}", values.get(f"w_{r}"), problems) for r in rewards]
-    custom = (values.get("custom_classifier") or "").strip()
-    if custom:
-        rewards.append(custom if custom.startswith("classifier:") else f"classifier:{custom}")
-        weights.append(_float("weight of the custom classifier", values.get("w_custom"), problems))
-    ints = {
-        k: _int(k, values.get(k), problems)
-        for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed", "lora_r")
-    }
-    floats = {k: _float(k, values.get(k), problems) for k in ("learning_rate", "beta", "temperature")}
-    if problems:
-        raise ConfigError(problems)
-    config = RunConfig(
-        policy=(values.get("policy") or "").strip(),
-        rewards=rewards,
-        reward_weights=weights,
-        data_source=(values.get("data_source") or "").strip() or "embedded:imdb",
-        prompt_template=values.get("prompt_template") or "continuation",
-        normalize_advantages=bool(values.get("normalize_advantages")),
-        use_lora=bool(values.get("use_lora")),
-        output_dir=output_dir,
-        **ints,
-        **floats,
-    )
+    config = RunConfig.from_dict(form_settings(values))
+    config.output_dir = output_dir
     return config.validate()

@@ -1,10 +1,19 @@
-"""Rollouts tab: every prompt group of a step, why each completion was pushed up or down."""
+"""Rollouts tab: every prompt group of a step, why each completion was pushed up or down.
+
+``build`` makes the components and wires their events; ``render_latest`` is what a page tick shows.
+"""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import gradio as gr
+
+from rloo_demo import plots
+from rloo_demo.ui.common import Page, as_plot, error_markdown, guarded
+from rloo_demo.ui.views import arithmetic_markdown, group_label, group_rows, groups_html
+
+SIDE_TEXT_CHARS = 40  # completion text in the narrow per-group table; the full text is in the tables beside it
 
 EXPLANATION = """
 #### How RLOO turns rewards into updates
@@ -23,7 +32,7 @@ EXPLANATION = """
 """
 
 
-def build() -> SimpleNamespace:
+def build(page: Page) -> SimpleNamespace:
     ui = SimpleNamespace()
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
@@ -46,4 +55,87 @@ def build() -> SimpleNamespace:
             ui.arithmetic = gr.Markdown("Select a row above.", elem_id="arithmetic")
             with gr.Accordion("What am I looking at?", open=False):
                 gr.Markdown(EXPLANATION)
+    ui.shown = gr.State(-1)  # the step whose rollouts are shown (-1: none yet)
+    ui.outputs = [ui.step, ui.groups, ui.group, ui.group_plot, ui.table, ui.arithmetic]
+    _wire(ui, page)
     return ui
+
+
+def _pick(groups: list[dict], label) -> tuple[dict | None, list[str], str | None]:
+    labels = [group_label(g) for g in groups]
+    if not labels:
+        return None, labels, None
+    chosen = label if label in labels else labels[0]
+    return groups[labels.index(chosen)], labels, chosen
+
+
+def step_view(ui: SimpleNamespace, controller, name, step, label, steps=None) -> dict:
+    """Everything the tab shows for one step of a run."""
+    steps = steps if steps is not None else controller.rollout_steps(name)
+    groups = controller.rollouts(name, step)
+    g, labels, chosen = _pick(groups, label)
+    out = {
+        ui.step: gr.Slider(minimum=steps[0] if steps else 1, maximum=max(steps[-1] if steps else 1, 2), value=step),
+        ui.groups: groups_html(groups),
+        ui.group: gr.Dropdown(choices=labels, value=chosen),
+        ui.shown: step,
+    }
+    if g is None:
+        out.update({ui.group_plot: None, ui.table: None})
+    else:
+        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
+        out.update({ui.group_plot: as_plot(plots.group_figure(g)), ui.table: gr.Dataframe(value=rows, headers=headers)})
+    return out
+
+
+def render_latest(ui: SimpleNamespace, controller, name, label, follow, shown) -> dict:
+    """A tick's update: the newest step, when the page follows it and it is not yet shown."""
+    steps = controller.rollout_steps(name)
+    if not steps or not follow or steps[-1] == shown:
+        return {}
+    return step_view(ui, controller, name, steps[-1], label, steps)
+
+
+def _wire(ui: SimpleNamespace, page: Page) -> None:
+    controller = page.controller
+
+    @guarded(controller, lambda msg: {ui.arithmetic: error_markdown(msg)})
+    def pick_step(name, step, label):
+        return step_view(ui, controller, name, step, label)
+
+    ui.step.release(pick_step, [page.watched, ui.step, ui.group], [*ui.outputs, ui.shown], api_visibility="private")
+
+    @guarded(controller, lambda msg: {ui.arithmetic: error_markdown(msg)})
+    def pick_group(name, step, label):
+        g, _, _ = _pick(controller.rollouts(name, step), label)
+        if g is None:
+            return {ui.arithmetic: "Select a row above."}
+        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
+        return {
+            ui.group_plot: as_plot(plots.group_figure(g)),
+            ui.table: gr.Dataframe(value=rows, headers=headers),
+            ui.arithmetic: "Select a row above.",
+        }
+
+    ui.group.input(
+        pick_group,
+        [page.watched, ui.step, ui.group],
+        [ui.group_plot, ui.table, ui.arithmetic],
+        api_visibility="private",
+    )
+
+    @guarded(controller, lambda msg: error_markdown(msg))
+    def pick_completion(name, step, label, evt: gr.SelectData):
+        g, _, _ = _pick(controller.rollouts(name, step), label)
+        index = evt.index[0] if evt is not None and isinstance(evt.index, list | tuple) and evt.index else None
+        if g is None or not isinstance(index, int) or not 0 <= index < len(g["completions"]):
+            return "Select a row above."
+        return arithmetic_markdown(g, index)
+
+    ui.table.select(
+        pick_completion,
+        [page.watched, ui.step, ui.group],
+        ui.arithmetic,
+        api_name="rollouts_completion",
+        api_visibility="private",
+    )

@@ -1,4 +1,7 @@
-"""Train tab: the RunConfig form, Start / Stop, the status line and the live plots."""
+"""Train tab: the RunConfig form, the time estimate, Start / Stop, the status line and the live plots.
+
+``build`` makes the components and wires their events; ``render`` is what a page tick shows of a run.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +9,36 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from rloo_demo import plots
 from rloo_demo.hub import EMBEDDED_POLICY
+from rloo_demo.ui.common import Page, as_plot, caller_of, error_markdown, guarded
+from rloo_demo.ui.controller import RunView
 from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, defaults
+from rloo_demo.ui.views import status_line, text
 
 REWARD_HELP = (
     "**vader_compound**: lexicon sentiment in [-1, 1] · **sentiment_classifier**: the embedded IMDB classifier, "
     "signed probability · **length_penalty**: −1 for an empty completion, 0 from 12 words on"
 )
+ESTIMATE_FIELDS = ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens")
 
 
-def build(limits) -> SimpleNamespace:
+def build(page: Page) -> SimpleNamespace:
+    controller, limits = page.controller, page.controller.limits
+    open_models = not limits.public  # a public server trains the embedded (or operator-allowed) models only
     d = defaults()
     ui = SimpleNamespace()
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
             with gr.Group():
                 ui.policy = gr.Dropdown(
-                    [EMBEDDED_POLICY],
+                    [EMBEDDED_POLICY, *limits.allowed_models],
                     value=d["policy"],
-                    allow_custom_value=True,
+                    allow_custom_value=open_models,
                     label="Policy",
-                    info="embedded model, local folder or hub id (e.g. sshleifer/tiny-gpt2)",
-                    interactive=limits.allow_custom_models,
+                    info="embedded model, local folder or hub id (e.g. sshleifer/tiny-gpt2)"
+                    if open_models
+                    else "models this server offers",
                 )
                 ui.rewards = gr.CheckboxGroup(BUILTIN_REWARDS, value=d["rewards"], label="Reward functions")
                 with gr.Row():
@@ -36,13 +47,12 @@ def build(limits) -> SimpleNamespace:
                         d["w_sentiment_classifier"], label="weight: classifier", min_width=80
                     )
                     ui.w_length_penalty = gr.Number(d["w_length_penalty"], label="weight: length", min_width=80)
-                with gr.Row():
+                with gr.Row(visible=open_models or bool(limits.allowed_models)):
                     ui.custom_classifier = gr.Textbox(
                         "",
                         label="Extra classifier (optional)",
-                        placeholder="hub id or folder of a sentiment model",
+                        placeholder="hub id or folder of a sentiment model" if open_models else "an allowed hub id",
                         scale=3,
-                        interactive=limits.allow_custom_models,
                     )
                     ui.w_custom = gr.Number(d["w_custom"], label="weight", min_width=80, scale=1)
                 gr.Markdown(REWARD_HELP, elem_classes=["rloo-small"])
@@ -51,8 +61,8 @@ def build(limits) -> SimpleNamespace:
                     ui.data_source = gr.Textbox(
                         d["data_source"],
                         label="Prompts",
-                        info="embedded:imdb, file or hub id",
-                        interactive=limits.allow_custom_models,
+                        info="embedded:imdb, file or hub id" if open_models else "embedded:imdb or an allowed dataset",
+                        interactive=open_models or bool(limits.allowed_datasets),
                     )
                     ui.prompt_template = gr.Radio(
                         ["continuation", "instruction"], value=d["prompt_template"], label="Prompt template"
@@ -62,7 +72,11 @@ def build(limits) -> SimpleNamespace:
                         2, limits.max_k, value=d["num_generations"], step=1, label="K completions per prompt"
                     )
                     ui.prompts_per_step = gr.Slider(
-                        1, 16, value=d["prompts_per_step"], step=1, label="Prompts per step"
+                        1,
+                        min(16, limits.max_prompts_per_step),
+                        value=d["prompts_per_step"],
+                        step=1,
+                        label="Prompts per step",
                     )
                 with gr.Row():
                     ui.max_steps = gr.Number(
@@ -83,7 +97,10 @@ def build(limits) -> SimpleNamespace:
                 with gr.Row():
                     ui.normalize_advantages = gr.Checkbox(d["normalize_advantages"], label="Normalize advantages")
                     ui.use_lora = gr.Checkbox(d["use_lora"], label="LoRA adapter (PEFT)")
-                    ui.lora_r = gr.Number(d["lora_r"], label="LoRA rank", precision=0, minimum=1, min_width=80)
+                    ui.lora_r = gr.Number(
+                        d["lora_r"], label="LoRA rank", precision=0, minimum=1, maximum=limits.max_lora_r, min_width=80
+                    )
+            ui.estimate = gr.Markdown(controller.estimate(d), elem_id="run-estimate", elem_classes=["rloo-small"])
             ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
             with gr.Row():
                 ui.start = gr.Button("Start", variant="primary", elem_id="start-btn")
@@ -102,6 +119,89 @@ def build(limits) -> SimpleNamespace:
             with gr.Row():
                 ui.length_plot = gr.Plot(label="Completion length", show_label=False)
                 ui.zero_std_plot = gr.Plot(label="frac_reward_zero_std", show_label=False)
+    ui.drawn = gr.State(-1)  # last step drawn in the plots (-1: nothing yet)
     ui.form = [getattr(ui, name) for name in FORM_FIELDS]
     ui.plots = [ui.reward_plot, ui.kl_plot, ui.loss_plot, ui.entropy_plot, ui.length_plot, ui.zero_std_plot]
+    _wire(ui, page)
     return ui
+
+
+def figures(records: list[dict], smoothing) -> list:
+    smoothing = smoothing if isinstance(smoothing, int | float) and not isinstance(smoothing, bool) else 0.6
+    secondary = plots.secondary_figures(records, smoothing)
+    figs = [
+        plots.reward_figure(records, smoothing),
+        plots.kl_figure(records, smoothing),
+        secondary["loss"],
+        secondary["entropy"],
+        secondary["completion_length"],
+        secondary["frac_reward_zero_std"],
+    ]
+    return [as_plot(f) for f in figs]
+
+
+def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn) -> dict:
+    """A tick's update of the Train tab: the status line always, the plots only when a new step arrived."""
+    out = {
+        ui.status: status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason),
+        ui.run_error: f"**Run failed:** {text(view.error)}" if view.status == "failed" and view.error else "",
+    }
+    if view.last_step != last_drawn:
+        out.update(zip(ui.plots, figures(view.records, smoothing), strict=True))
+        out[ui.drawn] = view.last_step
+    return out
+
+
+def _wire(ui: SimpleNamespace, page: Page) -> None:
+    controller = page.controller
+
+    @guarded(controller, lambda msg: {ui.form_error: "**Not started.**\n\n" + msg})
+    def start(cid, *values, request: gr.Request = None):
+        name = controller.start_from_form(dict(zip(FORM_FIELDS, values, strict=False)), caller_of(request, cid))
+        return {page.watched: name, ui.drawn: -1, ui.form_error: ""}
+
+    ui.start.click(
+        start,
+        [page.client_id, *ui.form],
+        [page.watched, ui.drawn, ui.form_error],
+        api_name="train_start",
+        api_visibility="private",
+        concurrency_id="start",
+        concurrency_limit=1,
+    )
+
+    @guarded(controller, lambda msg: {ui.form_error: error_markdown(msg)})
+    def stop(cid, name, request: gr.Request = None):
+        return {ui.form_error: text(controller.stop(name, caller_of(request, cid)))}
+
+    ui.stop.click(
+        stop, [page.client_id, page.watched], [ui.form_error], api_name="train_stop", api_visibility="private"
+    )
+
+    @guarded(controller, lambda msg: {ui.estimate: msg})
+    def estimate(*values):
+        return {ui.estimate: controller.estimate(dict(zip(FORM_FIELDS, values, strict=False)))}
+
+    gr.on(
+        [getattr(ui, name).change for name in ESTIMATE_FIELDS],
+        estimate,
+        ui.form,
+        [ui.estimate],
+        api_name="train_estimate",
+        api_visibility="private",
+        queue=False,
+        show_progress="hidden",
+    )
+
+    @guarded(controller, lambda msg: {ui.form_error: error_markdown(msg)})
+    def redraw(name, smoothing):
+        view = controller.view(name)
+        return dict(zip(ui.plots, figures(view.records if view else [], smoothing), strict=True))
+
+    ui.smoothing.release(
+        redraw,
+        [page.watched, ui.smoothing],
+        ui.plots + [ui.form_error],
+        api_name="train_redraw",
+        api_visibility="private",
+    )

@@ -28,22 +28,68 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def status_line(status: str, records: list[dict], max_steps: int, elapsed: float | None, name: str = "") -> str:
+# The default run (16 completions x 24 tokens a step) measured on 2 cores; scaled by completions x tokens for
+# other settings when the server has not yet finished a run of its own to learn from.
+DEFAULT_STEP_SECONDS = 0.26
+DEFAULT_STEP_WORK = 16 * 24
+LOAD_SECONDS = 3.0  # loading the models and prompts before the first step
+
+
+def text(value) -> str:
+    """Any text from a run or a user, made inert for a Markdown or HTML component (no tags, no entities)."""
+    return html.escape(str(value), quote=True)
+
+
+def estimate_text(config: RunConfig, step_seconds: float, budget: float | None) -> str:
+    """'About 45 s: 150 steps × 0.26 s' before Start, and where this server's compute budget would stop it."""
+    total = LOAD_SECONDS + config.max_steps * step_seconds
+    line = (
+        f"Estimated time: about **{_duration(total)}** ({config.max_steps} steps × {step_seconds:.2f} s for "
+        f"{config.completions_per_step} completions of up to {config.max_new_tokens} tokens)"
+    )
+    if budget is not None:
+        if total > budget:
+            steps = max(0, int((budget - LOAD_SECONDS) / step_seconds))
+            line += (
+                f". **This server stops runs after {_duration(budget)}**: this one would stop near step {steps} "
+                "and keep its model."
+            )
+        else:
+            line += f"; this server's limit is {_duration(budget)} a run."
+    return line
+
+
+def status_line(
+    status: str,
+    records: list[dict],
+    max_steps: int,
+    elapsed: float | None,
+    name: str = "",
+    reason: str | None = None,
+) -> str:
     """'step x / N · elapsed · ETA · steps/s' for a run."""
-    step = records[-1]["step"] if records else 0
+    step = records[-1].get("step", 0) if records else 0
     # Rate over training time only (from the first logged step), so model loading does not inflate the ETA.
     trained_for = records[-1].get("time") if records else None
     rate = step / trained_for if trained_for and step else None
     eta = (max_steps - step) / rate if rate and status == "running" else None
-    parts = [f"**{status}**", f"step {step} / {max_steps}", f"elapsed {_duration(elapsed)}"]
+    parts = [f"**{text(status)}**", f"step {step} / {max_steps}", f"elapsed {_duration(elapsed)}"]
     if status == "running":
         parts.append(f"ETA {_duration(eta)}")
     parts.append(f"{rate:.2f} steps/s" if rate else "– steps/s")
-    if records and "reward" in records[-1]:
+    if records and isinstance(records[-1].get("reward"), int | float):
         parts.append(f"reward {records[-1]['reward']:+.3f}")
     if name:
-        parts.append(f"run `{name}`")
-    return " · ".join(parts)
+        parts.append(f"run <code>{text(name)}</code>")
+    line = " · ".join(parts)
+    if reason and status == "stopped":
+        line += f"<br>stopped because {text(reason)}"
+    return line
+
+
+def group_label(group: dict) -> str:
+    """The dropdown label of a prompt group."""
+    return f"Prompt {group['group'] + 1}: {group['prompt'][:40]}"
 
 
 def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], list[list]]:
@@ -119,6 +165,23 @@ def arithmetic_markdown(group: dict, index: int) -> str:
     verdict = "pushed **up**" if c["advantage"] > 0 else "pushed **down**" if c["advantage"] < 0 else "left alone"
     lines += ["", f"The whole completion's log-probability is {verdict} in proportion to {c['advantage']:+.4f}."]
     return "\n".join(lines)
+
+
+def compare_table(samples: list[dict]) -> tuple[list[str], list[list]]:
+    """Headers and rows of one side of Compare: scores first (the completion is the wide column and would push
+    them out of view), then the completion."""
+    names = list(samples[0]["scores"]) if samples else []
+    rows = [[round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names], s["text"]] for s in samples]
+    return ["reward", *names, "completion"], rows
+
+
+def compare_summary(result: dict) -> str:
+    """Both models' mean reward on the compared prompt."""
+    mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
+    return (
+        f"Mean reward ({text(' + '.join(result['trained_on']))}): base **{mean['base']:+.3f}**, "
+        f"trained **{mean['trained']:+.3f}** · same seed {result['seed']} for both"
+    )
 
 
 def run_rows(summaries: list[dict]) -> list[list]:

@@ -1,0 +1,40 @@
+"""The one base class for mistakes a user can fix.
+
+Everything the app, the named API or the CLI shows as "your input is wrong" derives from ``UserError``; the message
+says what to change. Anything else that escapes is a bug: the UI reports it as an internal error (and logs the
+traceback) instead of blaming the user, and the CLI lets it end in a traceback.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake the user can fix; ``str(exc)`` says how."""
+
+
+class InputError(UserError):
+    """A request value of the wrong type, out of range, or not allowed on this server."""
+
+
+class NotFound(UserError):
+    """A run, model or file that does not exist (or is not visible to the caller)."""
+
+
+class DataError(UserError):
+    """A prompt source that cannot give prompts: no such file, no such column, no rows."""
+
+
+class Busy(UserError):
+    """The server is already doing as much of this as it allows; try again later."""
+
+
+class RateLimited(Busy):
+    """Too many requests from one client, or sampling would starve the run in training."""
+
+
+class NotOwner(UserError):
+    """A session tried to stop or change a run that another session started."""
+
+
+class DiskFull(UserError):
+    """The runs folder has no room for another run."""

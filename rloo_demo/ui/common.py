@@ -1,0 +1,65 @@
+"""What every tab module shares: the page-wide states, who is calling, and the guard around every event handler."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import dataclass
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from rloo_demo.errors import UserError
+from rloo_demo.ui.controller import Caller, Controller
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Page:
+    """Components that belong to the page, not to one tab."""
+
+    controller: Controller
+    client_id: gr.BrowserState  # a random id in the browser's localStorage: who started a run, across reloads
+    watched: gr.State  # name of the run this page follows
+    tab: gr.State  # the visible tab: a tick renders only what the page shows
+
+
+def caller_of(request: gr.Request | None, client_id=None) -> Caller:
+    """Who sent an event. The network address is the last ``X-Forwarded-For`` hop when a proxy (a Space) sets it,
+    the one a client cannot forge, else the socket's peer."""
+    host = None
+    if request is not None:
+        forwarded = (request.headers.get("x-forwarded-for") or "").split(",")[-1].strip()
+        host = forwarded or (request.client.host if request.client else None)
+    return Caller(client_id if isinstance(client_id, str) else "", host)
+
+
+def as_plot(figure: dict) -> PlotData:
+    """A figure dict as gr.Plot's payload. The builders make plain dicts, not ``go.Figure``s: plotly's validation
+    costs ~20 ms a figure, GIL time that the training thread in this process would lose at every redraw."""
+    return PlotData(type="plotly", plot=json.dumps(figure))
+
+
+def guarded(controller: Controller, on_error):
+    """Wrap an event handler so that nothing it raises reaches gradio as a raw error or breaks the page: a
+    ``UserError`` (or any bug, reported as a bug) becomes ``on_error(message)``, the handler's normal output."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except UserError as exc:
+                return on_error(controller.error_text(exc))
+            except Exception as exc:  # a bug: logged with its traceback, shown as one
+                return on_error(controller.error_text(exc))
+
+        return wrapper
+
+    return decorate
+
+
+def error_markdown(message: str) -> str:
+    return f"**Error:** {message}" if "\n" not in message else f"**Error:**\n\n{message}"
