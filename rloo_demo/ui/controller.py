@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rloo_demo.config import ConfigError, RunConfig
+from rloo_demo.config import ConfigError, RunConfig, is_valid_run_name
 from rloo_demo.errors import Busy, InputError, NotFound, RateLimited, UserError
 from rloo_demo.limits import Limits, as_int
 from rloo_demo.runner import Runner
@@ -211,24 +211,26 @@ class Controller:
     # ------------------------------------------------------------------ starting and stopping
 
     def parse_settings(self, settings) -> RunConfig:
-        """A RunConfig from the API's JSON text or a dict, checked: types, then this server's limits, then the
-        rest. Nothing is created and no model is loaded here."""
+        """A RunConfig from the API's JSON text or a dict, checked against its types, its rules and this server's
+        limits, all problems at once. Nothing is created and no model is loaded here."""
         config = RunConfig.from_json(settings) if not isinstance(settings, dict) else RunConfig.from_dict(settings)
-        problems = config.type_problems()
+        # In public mode no file is looked at: the answer never tells whether a path exists on the server.
+        problems = config.problems(check_files=not self.limits.public)
         problems.update(self.limits.config_problems(config))
         if config.output_dir != RunConfig().output_dir and self.limits.public:
             problems["output_dir"] = "the server decides where runs are saved"
         if problems:
             raise ConfigError(problems)
         config.output_dir = self.runner.runs_dir
-        return config.validate(check_files=not self.limits.public)
+        return config
 
     def start(self, settings, caller: Caller) -> str:
-        """Start a run from settings (JSON text or a dict of RunConfig fields) and return its name."""
-        self.starts.admit(caller.key)
+        """Start a run from settings (JSON text or a dict of RunConfig fields) and return its name. Only a valid
+        request counts against the caller's Start rate: refusing a bad one costs nothing."""
         config = self.parse_settings(settings)
         if not isinstance(caller.client_id, str) or not 0 < len(caller.client_id) <= 200:
             raise InputError("a client id (1 to 200 characters) is needed to start a run; it is what may stop it")
+        self.starts.admit(caller.key)
         active = self.runner.start(config, caller.client_id, caller.host, owner_digest(caller.client_id))
         return active.name
 
@@ -361,7 +363,7 @@ class Controller:
         since = as_int("since_step", since_step, -1, 10**9)
         view = self.view(name)
         if view is None:
-            raise NotFound(f"no run named {name!r}" if isinstance(name, str) and len(name) <= 100 else "no such run")
+            raise NotFound(f"no run named {name!r}" if is_valid_run_name(name) else "no such run")
         return {
             "run": view.name,
             "status": view.status,
@@ -478,6 +480,15 @@ class Controller:
                 self._models.put(folder, cached)
             return cached
 
+    def _check_comparable(self, name) -> None:
+        """Cheap checks before a sampling job is admitted: a refusal costs the caller none of its rate."""
+        if not isinstance(name, str) or not name:
+            raise InputError("pick a run first (train one on the Train tab)")
+        if self.runner.get_active(name) is None:
+            run = self.runner.run(name)
+            if run.model_dir is None:
+                raise NotFound(f"run {name!r} has no trained model (status: {run.status().get('status')})")
+
     def models_for(self, name):
         """``(base, trained, tokenizer, config)`` for a run; a live run gives a snapshot between two updates."""
         active = self.runner.get_active(name) if isinstance(name, str) else None
@@ -507,8 +518,7 @@ class Controller:
         from rloo_demo.sampling import sample
 
         args = self.limits.sampling_request(num_samples, max_new_tokens, temperature, top_p, seed, prompt)
-        if not isinstance(name, str) or not name:
-            raise InputError("pick a run first (train one on the Train tab)")
+        self._check_comparable(name)
         with self.sampling(caller.key):
             base, trained, tok, config = self.models_for(name)
             scorer = Scorer(config)
@@ -541,8 +551,7 @@ class Controller:
         from rloo_demo.evaluation import evaluate, heldout_prompts
 
         args = self.limits.eval_request(num_prompts, seed)
-        if not isinstance(name, str) or not name:
-            raise InputError("pick a run first")
+        self._check_comparable(name)
         with self.sampling(caller.key):
             base, trained, tok, config = self.models_for(name)
             prompts = heldout_prompts(config, args["num_prompts"])
@@ -630,7 +639,7 @@ def _inert(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
-_ABSOLUTE_PATH = re.compile(r"(?<![\w:/<])/(?:[\w.@+-]+/)*[\w.@+-]+")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/<])/(?:[\w.@+-]+/)*[\w.@+-]+")
 
 
 def _stamp(path: Path) -> tuple[int, int]:

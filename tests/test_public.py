@@ -1,0 +1,265 @@
+"""A public Space is hostile ground: every named endpoint and page event, called by an anonymous visitor with any
+values, against the app as the image runs it (public mode, runs outside the working folder and /tmp).
+
+Each hostile call must get a clear error, create nothing, and name no server path. The regression tests at the
+end replay the rows of the audit in issue #8 that an API caller can reach. ``python -m pytest tests/test_public.py``
+(about two minutes).
+"""
+
+import json
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from apputil import call_event, running_app, wait_until
+from gradio_client import Client
+
+from rloo_demo.limits import PUBLIC
+from rloo_demo.ui.forms import FORM_FIELDS, defaults
+
+SERVER_PATH = re.compile(r"(/(home|root|tmp|etc|work|var|usr|proc|srv)\b)|(\.rloo-demo-test-runs)")
+
+
+@pytest.fixture(scope="module")
+def app(space_runs_dir):
+    with running_app(space_runs_dir, limits=PUBLIC) as (url, controller):
+        client = Client(url, verbose=False)
+        started = client.predict(json.dumps({"max_steps": 2, "prompts_per_step": 1}), "owner", api_name="/start_run")
+        run = started["run"]
+        wait_until(lambda: client.predict(run, 0, api_name="/poll_metrics")["status"] == "finished", timeout=180)
+        yield url, controller, client, run
+
+
+def listing(folder) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+def assert_clean_refusal(message, controller, before):
+    assert isinstance(message, str) and message.strip(), message
+    assert not SERVER_PATH.search(message), f"a server path in: {message}"
+    assert controller.runner.runs_dir not in message
+    assert listing(controller.runner.runs_dir) == before, "the refusal created or changed files"
+
+
+HOSTILE_SETTINGS = [
+    # (settings sent to /start_run, words the refusal must contain)
+    ({"data_source": "/etc/passwd.jsonl", "text_column": "token"}, "takes prompts from"),
+    ({"data_source": "../../secret.csv"}, "takes prompts from"),
+    ({"data_source": "some/hub-dataset"}, "takes prompts from"),
+    ({"policy": "/etc"}, "trains 'embedded:tiny-imdb-gpt2' only"),
+    ({"policy": "./assets/tiny-imdb-gpt2"}, "trains 'embedded:tiny-imdb-gpt2' only"),
+    ({"policy": "gpt2"}, "trains 'embedded:tiny-imdb-gpt2' only"),
+    ({"rewards": ["classifier:/etc"]}, "is not available here"),
+    ({"rewards": ["classifier:embedded:tiny-imdb-gpt2"]}, "is not available here"),
+    ({"rewards": ["vader_compound", "os.system"]}, "is not available here"),
+    ({"use_lora": True, "lora_r": 1_000_000}, "at most 64 as LoRA rank"),
+    ({"use_lora": True, "lora_alpha": 10**9}, "at most 128 as LoRA alpha"),
+    ({"prompts_per_step": 10**6}, "at most 8 prompts per step"),
+    ({"generation_batch_size": 10**7, "num_generations": 4}, "at most 64 completions a step"),
+    ({"prompt_words": 10**6}, "at most 64 prompt words"),
+    ({"max_steps": 2000}, "at most 500 steps"),
+    ({"num_generations": 16}, "at most 8 completions per prompt"),
+    ({"max_new_tokens": 128}, "at most 64 new tokens"),
+    ({"max_steps": True}, "must be a whole number, not True"),
+    ({"max_steps": None}, "must be a whole number, not None"),
+    ({"max_steps": 1.5}, "must be a whole number"),
+    ({"max_steps": "10"}, "must be a whole number"),
+    ({"seed": -1}, "between 0 and"),
+    ({"seed": 2**40}, "between 0 and"),
+    ({"reward_weights": ["a"]}, "list of finite numbers"),
+    ({"reward_weights": [1, 2]}, "give one each"),
+    ({"rewards": "vader_compound"}, "must be a list of texts"),
+    ({"rewards": []}, "at least one"),
+    ({"run_name": ".."}, "not starting with '.'"),
+    ({"run_name": "y`<img src=\\\\host\\p.png>`"}, "A-Z a-z 0-9"),
+    ({"run_name": "a/b"}, "A-Z a-z 0-9"),
+    ({"run_name": "x" * 101}, "A-Z a-z 0-9"),
+    ({"output_dir": "/var/tmp/elsewhere"}, "the server decides where runs are saved"),
+    ({"report_to": "wandb"}, "allows none"),
+    ({"bf16": True}, "fp32"),
+    ({"num_gens": 4}, "unknown setting"),
+    ({"use_lora": "yes"}, "must be true or false"),
+    ({"prompt_template": "<script>alert(1)</script>"}, "unknown template"),
+    ({"lora_target_modules": ["../../x"]}, "module names"),
+    ({"temperature": 0}, "(0, 10]"),
+    ({"top_p": 2}, "(0, 1]"),
+    ({"policy": {"nested": "object"}}, "must be a text"),
+    ({"max_new_tokens": [24]}, "must be a whole number"),
+]
+HOSTILE_TEXT = [
+    ("[1, 2]", "must be a mapping"),
+    ("null", "must be a mapping"),
+    ("{", "not valid JSON"),
+    ('{"beta": NaN}', "finite number"),
+    ('{"temperature": Infinity}', "finite number"),
+    ('{"learning_rate": -Infinity}', "finite number"),
+    ("[" * 30_000, "characters long"),
+]
+
+
+@pytest.mark.parametrize(("settings", "needle"), HOSTILE_SETTINGS, ids=[str(i) for i in range(len(HOSTILE_SETTINGS))])
+def test_hostile_settings_are_refused_clearly(app, settings, needle):
+    url, controller, client, _ = app
+    before = listing(controller.runner.runs_dir)
+    out = client.predict(json.dumps(settings), "visitor", api_name="/start_run")
+    assert "run" not in out, out
+    assert needle in out["error"], out["error"]
+    assert_clean_refusal(out["error"], controller, before)
+
+
+@pytest.mark.parametrize(("text", "needle"), HOSTILE_TEXT, ids=[str(i) for i in range(len(HOSTILE_TEXT))])
+def test_hostile_json_is_refused_clearly(app, text, needle):
+    url, controller, client, _ = app
+    before = listing(controller.runner.runs_dir)
+    out = client.predict(text, "visitor", api_name="/start_run")
+    assert "run" not in out and needle in out["error"], out
+    assert_clean_refusal(out["error"], controller, before)
+
+
+@pytest.mark.parametrize("client_id", ["", "x" * 1000])
+def test_start_needs_a_sane_client_id(app, client_id):
+    url, controller, client, _ = app
+    before = listing(controller.runner.runs_dir)
+    out = client.predict("{}", client_id, api_name="/start_run")
+    assert "client id" in out["error"]
+    assert_clean_refusal(out["error"], controller, before)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "args", "needle"),
+    [
+        ("/poll_metrics", ("..", 0), "no such run"),  # row 12: the parent of the runs folder
+        ("/poll_metrics", ("../..", 0), "no such run"),
+        ("/poll_metrics", ("nope", 0), "no run named 'nope'"),
+        ("/compare", ("nope", "This movie was", 2, 0), "no run named 'nope'"),  # row 16: no server path
+        ("/compare", ("..", "This movie was", 2, 0), "no such run"),
+        ("/compare", ("RUN", "x" * 10_000, 2, 0), "at most 500"),
+        ("/compare", ("RUN", "This movie was", 1000, 0), "between 1 and 8"),
+        ("/compare", ("RUN", "This movie was", 0, 0), "between 1 and 8"),
+        ("/compare", ("RUN", "This movie was", 2, -5), "seed must be between 0"),
+        ("/compare", ("RUN", "", 2, 0), "type a prompt"),
+        ("/get_rollouts", ("RUN", 10**12), "between"),
+        ("/stop_run", ("..", "visitor"), "is not training"),
+        ("/stop_run", ("RUN", "visitor"), "is not training"),
+    ],
+)
+def test_other_endpoints_refuse_clearly(app, endpoint, args, needle):
+    url, controller, client, run = app
+    args = tuple(run if a == "RUN" else a for a in args)
+    before = listing(controller.runner.runs_dir)
+    out = client.predict(*args, api_name=endpoint)
+    message = out.get("error") or out.get("message")
+    assert message and needle in message, out
+    assert_clean_refusal(message, controller, before)
+
+
+def test_reading_endpoints_of_unknown_runs_answer_empty(app):
+    url, controller, client, run = app
+    assert client.predict("..", 0, api_name="/get_rollouts")["groups"] == []
+    assert client.predict("no-such-run", 1, api_name="/get_rollouts") == {
+        "run": "no-such-run",
+        "steps": [],
+        "groups": [],
+    }
+    good = client.predict(run, 0, api_name="/get_rollouts")
+    assert good["steps"] == [1, 2] and {g["step"] for g in good["groups"]} == {2}
+
+
+def test_page_events_called_directly_with_hostile_values(app):
+    """The page's own events are callable by anyone, with any values: they answer with a message, never crash."""
+    url, controller, client, run = app
+    before = listing(controller.runner.runs_dir)
+    # gradio itself refuses a value outside a dropdown's choices (a public server offers no free policy box)
+    with pytest.raises(RuntimeError, match="not in the list of choices"):
+        call_event(url, "train_start", ["visitor", *[(defaults() | {"policy": "/etc"})[f] for f in FORM_FIELDS]])
+    with pytest.raises(RuntimeError, match="greater than maximum value 500"):  # and a number above its box's range
+        call_event(url, "train_start", ["visitor", *[(defaults() | {"max_steps": 10**9})[f] for f in FORM_FIELDS]])
+    form = defaults() | {
+        "policy": "embedded:tiny-imdb-gpt2",
+        "data_source": "/etc/passwd.csv",
+        "custom_classifier": "nobody/model",
+        "learning_rate": 5.0,
+        "seed": -1,
+    }
+    watched, drawn, error = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
+    assert watched is None and "Not started" in error
+    for field in ("data_source", "rewards", "learning_rate", "seed"):
+        assert f"**{field}**" in error, (field, error)
+    assert not SERVER_PATH.search(error), error
+    estimate = call_event(url, "train_estimate", [defaults()[f] for f in FORM_FIELDS])[0]
+    assert "Estimated time" in estimate and "stops runs after 5:00" not in estimate  # the default run fits
+    long = defaults() | {"max_steps": 500, "num_generations": 8, "prompts_per_step": 8, "max_new_tokens": 64}
+    estimate = call_event(url, "train_estimate", [long[f] for f in FORM_FIELDS])[0]
+    assert "This server stops runs after 5:00" in estimate
+    # a page's watched run is server-side session state: a caller cannot name another run through it
+    stop = call_event(url, "train_stop", ["visitor", run])[0]
+    assert stop == "Nothing to stop."
+    tick = call_event(url, "page_tick", ["visitor", "..", -1, 0.6, -1, True, None, "train"])
+    assert tick[0] == run  # a page that watches nothing valid follows a real run
+    assert listing(controller.runner.runs_dir) == before
+
+
+def test_uploads_are_refused(app):
+    """Row 6: the app needs no upload, so anonymous uploads are refused whatever their size."""
+    url, *_ = app
+    r = httpx.post(f"{url}gradio_api/upload", files={"files": ("x.bin", b"x" * 20_000)}, timeout=30)
+    assert r.status_code in (400, 413), r.status_code
+
+
+def test_sampling_runs_one_job_at_a_time(app, monkeypatch):
+    """Row 4: concurrent Compare calls from several clients never sample at the same time."""
+    import threading
+    import time
+
+    from rloo_demo import sampling
+
+    url, controller, client, run = app
+    real, active, peak = sampling.sample, [0], [0]
+    lock = threading.Lock()
+
+    def slow_sample(*a, **k):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.3)
+        try:
+            return real(*a, **k)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(sampling, "sample", slow_sample)
+    results = []
+    clients = [Client(url, verbose=False) for _ in range(3)]
+    threads = [
+        threading.Thread(target=lambda c=c: results.append(c.predict(run, "A film", 1, 0, api_name="/compare")))
+        for c in clients
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 3 and all("trained" in r for r in results), results
+    assert peak[0] == 1
+
+
+def test_start_attempts_are_rate_limited_per_client(app):
+    """Valid Start attempts (each resolves models and may make a run) are limited per client; a refused bad
+    request costs nothing."""
+    url, controller, client, _ = app
+    controller.starts._calls.clear()  # the module's fixture started a run from this host
+    settings = json.dumps({"max_steps": 100, "prompts_per_step": 1, "max_new_tokens": 4})
+    out = [client.predict(settings, "rate", api_name="/start_run") for _ in range(PUBLIC.starts_per_minute + 2)]
+    assert "run" in out[0], out[0]
+    assert all("busy" in o["error"] for o in out[1 : PUBLIC.starts_per_minute]), out
+    assert all("too many Start attempts" in o["error"] for o in out[PUBLIC.starts_per_minute :]), out
+    client.predict(out[0]["run"], "rate", api_name="/stop_run")
+    wait_until(lambda: client.predict(out[0]["run"], 0, api_name="/poll_metrics")["status"] != "running", timeout=60)
+
+
+def test_markup_in_a_refusal_is_inert(app):
+    """Row 11: what a caller sends comes back escaped, never as markup another viewer's page would render."""
+    url, controller, client, _ = app
+    out = client.predict(json.dumps({"rewards": ["<img src=x onerror=alert(1)>"]}), "v", api_name="/start_run")
+    assert "<img" not in out["error"] and "&lt;img" in out["error"]
