@@ -639,7 +639,7 @@ def _inert(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
-_ABSOLUTE_PATH = re.compile(r"(?<![\w/<])/(?:[\w.@+-]+/)*[\w.@+-]+")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/<>])/(?:[\w.@+-]+/)*[\w.@+-]+")
 
 
 def _stamp(path: Path) -> tuple[int, int]:

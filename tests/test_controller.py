@@ -1,0 +1,302 @@
+"""The controller, the one door of the web app, without a server: Compare samples the right models with the right
+seed, evaluation is saved only for a run's starter, sampling and Start are rate-limited, an idle page costs no
+re-parse, and the runner's budget, abandonment, operator stop and lock-free Start.
+
+``python -m pytest tests/test_controller.py`` (about a minute).
+"""
+
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+
+from rloo_demo import runner as runner_module
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import Busy, InputError, NotOwner, RateLimited
+from rloo_demo.limits import LOCAL, PUBLIC, Limits
+from rloo_demo.runner import Runner
+from rloo_demo.runs import RunFolder
+from rloo_demo.sampling import sample
+from rloo_demo.ui import controller as controller_module
+from rloo_demo.ui.controller import Caller, Controller, SamplingGate, StartGate, owner_digest
+
+OWNER = Caller("owner-id", "10.0.0.1")
+VISITOR = Caller("visitor-id", "10.0.0.2")
+FAST = {"max_steps": 4, "prompts_per_step": 2, "max_new_tokens": 8}
+
+
+def wait_done(controller, name, timeout=180):
+    deadline = time.time() + timeout
+    while controller.runner.get_active(name) is not None and time.time() < deadline:
+        time.sleep(0.2)
+    assert controller.runner.get_active(name) is None
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A public controller with one finished run whose policy moved far from the base (a large learning rate)."""
+    limits = replace(PUBLIC, sampling_per_minute=None, starts_per_minute=None)
+    controller = Controller(Runner(str(tmp_path_factory.mktemp("runs")), limits=limits, watchdog=False))
+    name = controller.start(FAST | {"learning_rate": 0.05, "max_steps": 6}, OWNER)
+    wait_done(controller, name)
+    yield controller, name
+    controller.close()
+
+
+# ----------------------------------------------------------------------------- Compare
+
+
+def test_compare_samples_each_model_with_the_same_seed(trained):
+    controller, name = trained
+    out = controller.compare(name, "This movie was", 3, 16, 1.0, 1.0, 11, VISITOR)
+    base, policy, tok, _ = controller.models_for(name)
+    expected_trained = [s["text"] for s in sample(policy, tok, "This movie was", 3, 16, 1.0, 1.0, 11)]
+    expected_base = [s["text"] for s in sample(base, tok, "This movie was", 3, 16, 1.0, 1.0, 11)]
+    assert [s["text"] for s in out["trained"]] == expected_trained  # the trained model, with this seed
+    assert [s["text"] for s in out["base"]] == expected_base  # the base model, with the same seed
+    assert expected_trained != expected_base  # the run moved the policy, so a mix-up shows
+    assert out["seed"] == 11 and out["trained_on"] == ["vader_compound"]
+    for s in out["trained"]:
+        assert s["reward"] == pytest.approx(s["scores"]["vader_compound"])  # the run's reward is its weighted sum
+
+
+def test_evaluation_is_saved_for_the_starter_only(trained):
+    controller, name = trained
+    run = controller.runner.run(name)
+    result = controller.evaluate(name, 4, 0, VISITOR)
+    assert not result["saved"] and run.evaluation() is None
+    assert "evaluation" not in (run.model_dir / "README.md").read_text().lower()
+    result = controller.evaluate(name, 4, 0, OWNER)
+    assert result["saved"] and run.evaluation()["trained_mean_reward"] == pytest.approx(result["trained_mean_reward"])
+    assert run.status()["owner"] == owner_digest(OWNER.client_id) != OWNER.client_id
+    assert "owner" not in controller.list_runs()[0]
+
+
+def test_compare_refuses_before_it_costs_anything(trained):
+    controller, name = trained
+    for bad in ("", None, 42, "..", "no-such-run"):
+        with pytest.raises(Exception) as info:
+            controller.compare(bad, "x", 1, 4, 1.0, 1.0, 0, VISITOR)
+        assert type(info.value).__name__ in ("InputError", "NotFound")
+    with pytest.raises(InputError, match="between 1 and 8"):
+        controller.compare(name, "x", 9, 4, 1.0, 1.0, 0, VISITOR)
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_sampling_gate_rate_per_client():
+    clock = Clock()
+    gate = SamplingGate(replace(LOCAL, sampling_per_minute=2), training=lambda: False, clock=clock)
+    for _ in range(2):
+        with gate("a"):
+            pass
+    with pytest.raises(RateLimited, match="2 a minute"):
+        with gate("a"):
+            pass
+    with gate("b"):  # another client is not affected
+        pass
+    clock.now += 61
+    with gate("a"):
+        pass
+
+
+def test_sampling_gate_leaves_training_its_share_of_the_cpu():
+    clock = Clock()
+    training = [True]
+    gate = SamplingGate(replace(LOCAL, sampling_share=0.25), training=lambda: training[0], clock=clock)
+    with gate("a"):
+        clock.now += 14  # 14 s of sampling in this minute: under 15 (25% of 60)
+    with gate("b"):
+        clock.now += 2
+    with pytest.raises(RateLimited, match="a run is training"):
+        with gate("c"):
+            pass
+    training[0] = False  # nothing trains: sampling may use the machine
+    with gate("c"):
+        pass
+    training[0] = True
+    clock.now += 61  # the window moved on
+    with gate("c"):
+        pass
+
+
+def test_sampling_gate_runs_one_job_at_a_time(monkeypatch):
+    monkeypatch.setattr(controller_module, "SAMPLING_WAIT", 0.2)
+    gate = SamplingGate(LOCAL, training=lambda: False)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold():
+        with gate("a"):
+            entered.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    entered.wait(5)
+    with pytest.raises(Busy, match="another comparison"):
+        with gate("b"):
+            pass
+    release.set()
+    t.join(5)
+    with gate("b"):
+        pass
+
+
+def test_start_gate():
+    clock = Clock()
+    gate = StartGate(replace(LOCAL, starts_per_minute=2), clock=clock)
+    gate.admit("a")
+    gate.admit("a")
+    with pytest.raises(RateLimited):
+        gate.admit("a")
+    gate.admit("b")
+    clock.now += 61
+    gate.admit("a")
+    StartGate(LOCAL).admit("a")  # no limit on a local server
+
+
+# ----------------------------------------------------------------------------- cheap ticks
+
+
+def test_an_idle_page_re_reads_nothing(tmp_path, monkeypatch):
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="done"))
+    for step in range(1, 301):
+        run.append_metrics({"step": step, "reward": 0.1})
+        run.append_rollouts(step, [{"step": step, "group": 0, "prompt": "p", "completions": []}])
+    run.set_status("finished")
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    reads = []
+    real = controller_module.read_jsonl_counted
+    monkeypatch.setattr(controller_module, "read_jsonl_counted", lambda *a, **k: reads.append(a) or real(*a, **k))
+    first = controller.view("done")
+    assert first.last_step == 300 and len(reads) == 1
+    for _ in range(5):
+        assert controller.view("done") is first  # from the cache: a stat per tick, no parse
+    assert len(reads) == 1
+    assert controller.rollout_steps("done")[-1] == 300
+    assert controller.rollouts("done", 150)[0]["step"] == 150 and controller.rollouts("done", None)[0]["step"] == 300
+    run.append_metrics({"step": 301, "reward": 0.2})  # the file changed: read again
+    assert controller.view("done").last_step == 301 and len(reads) == 2
+
+
+def test_unreadable_run_view(tmp_path):
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="bad"))
+    (run.path / "config.yaml").write_bytes(b"\xff\xfe not yaml")
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    view = controller.view("bad")
+    assert view.status.startswith("unreadable: config.yaml") and view.records == [] and view.config is None
+    assert controller.rollouts("bad", None) == [] and controller.rollout_steps("bad") == []
+    assert controller.list_runs()[0]["status"].startswith("unreadable")
+
+
+# ----------------------------------------------------------------------------- the runner's limits
+
+
+def test_budget_stops_a_run_at_a_step_boundary_and_keeps_its_model(tmp_path):
+    limits = replace(LOCAL, max_run_seconds=2.0)
+    controller = Controller(Runner(str(tmp_path), limits=limits, watchdog=False))
+    name = controller.start(FAST | {"max_steps": 500}, OWNER)
+    wait_done(controller, name)
+    view = controller.view(name)
+    assert view.status == "stopped" and "compute budget of 2 s" in view.reason
+    assert 1 <= view.last_step < 500
+    run = controller.runner.run(name)
+    assert run.model_dir is not None and run.status()["step"] == view.last_step
+
+
+def test_abandoned_run_is_stopped_and_a_heartbeat_keeps_it(tmp_path):
+    limits = replace(LOCAL, abandon_seconds=30)
+    runner = Runner(str(tmp_path), limits=limits, watchdog=False)
+    active = runner.start(RunConfig(**FAST | {"max_steps": 500}), "owner", "10.0.0.1")
+    active.job.state.channel.wait_for(0, timeout=120)
+    assert runner.check_abandoned(now=time.monotonic()) == []  # seen just now
+    runner.heartbeat(host="10.0.0.1")
+    assert runner.check_abandoned(now=time.monotonic() + 20) == []
+    assert runner.check_abandoned(now=time.monotonic() + 31) == [active.name]
+    assert active.job.join(120)
+    status = active.job.run.status()
+    assert status["status"] == "stopped" and "abandoned" in status["reason"]
+
+
+def test_only_the_starter_or_the_operator_stops_a_run(tmp_path):
+    runner = Runner(str(tmp_path), limits=replace(LOCAL, admin_token="op-token"), watchdog=False)
+    active = runner.start(RunConfig(**FAST | {"max_steps": 500}), "owner")
+    with pytest.raises(NotOwner):
+        runner.stop(active.name, "someone")
+    with pytest.raises(NotOwner):
+        runner.stop(active.name, "op-toke")
+    runner.stop(active.name, "op-token")
+    assert active.job.join(120)
+    assert active.job.run.status()["reason"] == "the server's operator stopped it"
+
+
+def test_start_resolves_models_outside_the_lock_that_ticks_take(tmp_path, monkeypatch):
+    """Row 9: while a Start resolves (or downloads) its model, every other call still answers at once."""
+    resolving, release = threading.Event(), threading.Event()
+
+    def slow_check(config):
+        resolving.set()
+        release.wait(30)
+
+    monkeypatch.setattr(runner_module, "check_resources", slow_check)
+    runner = Runner(str(tmp_path), watchdog=False)
+    t = threading.Thread(target=lambda: runner.start(RunConfig(**FAST), "owner"))
+    t.start()
+    assert resolving.wait(10)
+    answered = threading.Event()
+    threading.Thread(target=lambda: (runner.active(), runner.get_active("x"), answered.set())).start()
+    assert answered.wait(2), "a tick waited for a Start's model resolution"
+    release.set()
+    t.join(120)
+    for active in runner.active():
+        active.job.stop()
+        active.job.join(120)
+
+
+def test_model_cache_is_bounded(tmp_path, monkeypatch):
+    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, model_cache=2), watchdog=False))
+    loaded = []
+    monkeypatch.setattr("rloo_demo.training.load_policy", lambda folder: (loaded.append(folder) or _Eval(), None))
+    monkeypatch.setattr("rloo_demo.hub.resolve_model", lambda name, *a, **k: name)
+    for name in ("a", "b", "c", "a", "c"):
+        controller._load(name)
+    assert loaded == ["a", "b", "c", "a"] and list(controller._models) == ["a", "c"]
+
+
+class _Eval:
+    def eval(self):
+        return self
+
+
+def test_exports_are_bounded_and_removed_on_close(tmp_path):
+    controller = Controller(Runner(str(tmp_path / "runs"), watchdog=False))
+    for i in range(6):
+        run = RunFolder.create(RunConfig(output_dir=str(tmp_path / "runs"), run_name=f"r{i}"))
+        run.append_metrics({"step": 1, "reward": 0.1})
+        files = controller.export(run.name)
+        assert sorted(p.name for p in files) == [f"r{i}-config.yaml", f"r{i}-metrics.csv"]
+    assert len(list(controller._exports.iterdir())) <= 4
+    again = controller.export("r5")
+    assert again == files  # unchanged run: the same files, not rebuilt
+    folder = controller._exports
+    controller.close()
+    assert not folder.exists()
+
+
+def test_public_messages_name_no_server_path(tmp_path):
+    public = Controller(Runner(str(tmp_path), limits=Limits(public=True), watchdog=False))
+    local = Controller(Runner(str(tmp_path), watchdog=False))
+    message = f"cannot read {tmp_path}/x/config.yaml or /home/user/app/assets/m (see http://example.org/a/b)"
+    assert public.redact(message) == "cannot read <runs>/x/config.yaml or <path> (see http://example.org/a/b)"
+    assert local.redact(message) == message
+    assert "internal error (ZeroDivisionError)" in public.error_text(ZeroDivisionError("x"))

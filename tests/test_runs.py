@@ -1,0 +1,234 @@
+"""The run folder: crash-safe writes, readers that never break, the rollout index, the process identity that tells
+a restarted server from the one that wrote a status, and pruning. Each test injects the fault it guards against.
+
+``python -m pytest tests/test_runs.py`` (a few seconds).
+"""
+
+import errno
+import json
+import os
+
+import pytest
+
+from rloo_demo import runs as runs_module
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import DiskFull
+from rloo_demo.runs import (
+    RolloutIndex,
+    RunFolder,
+    is_alive,
+    list_runs,
+    mark_interrupted,
+    process_identity,
+    prune_runs,
+    read_jsonl,
+    read_jsonl_counted,
+)
+
+
+def make_run(tmp_path, name="r", **status):
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=name))
+    if status:
+        run.set_status(**status)
+    return run
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def test_create_never_overwrites_an_existing_run(tmp_path):
+    first = make_run(tmp_path, "same", status="finished")
+    first.append_metrics({"step": 1, "reward": 0.5})
+    second = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="same", max_steps=9))
+    assert second.name == "same-2"
+    assert first.status()["status"] == "finished" and first.metrics() == [{"step": 1, "reward": 0.5}]
+    assert first.config().max_steps == RunConfig().max_steps and second.config().max_steps == 9
+
+
+def test_create_is_all_or_nothing_on_a_full_disk(tmp_path, monkeypatch):
+    def full(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RunConfig, "save", full)
+    with pytest.raises(DiskFull, match="disk is full"):
+        RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="x"))
+    assert list(tmp_path.iterdir()) == []  # no half-made folder, no hidden leftovers
+
+
+def test_status_survives_a_crash_between_write_and_rename(tmp_path, monkeypatch):
+    run = make_run(tmp_path, status="running", step=3)
+
+    def crash(src, dst):
+        raise OSError("killed between the write and the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        run.set_status("finished", step=10)
+    monkeypatch.undo()
+    st = run.status()
+    assert st["status"] == "running" and st["step"] == 3  # the old status, whole
+
+
+def test_model_appears_only_when_complete(tmp_path):
+    from rloo_demo.training import load_policy
+
+    run = make_run(tmp_path)
+    model, tok = load_policy("embedded:tiny-imdb-gpt2")
+
+    class BrokenTokenizer:
+        def save_pretrained(self, folder):
+            raise OSError("disk went away while saving the tokenizer")
+
+    with pytest.raises(OSError):
+        run.save_model(model, BrokenTokenizer())
+    assert run.model_dir is None and not (run.path / "model").exists()  # the weights alone do not make a model
+    assert (run.path / ".model.tmp" / "config.json").is_file()  # they were written, to the temporary folder
+    final = run.save_model(model, tok)
+    assert final == run.model_dir and not (run.path / ".model.tmp").exists()
+    # a second save replaces the model whole; a failure leaves the first one in place
+    with pytest.raises(OSError):
+        run.save_model(model, BrokenTokenizer())
+    assert (run.model_dir / "tokenizer.json").is_file()
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def test_jsonl_reader_skips_and_counts_bad_lines_and_waits_for_a_torn_one(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b'{"step": 1}\nnot json\n\xff\xfe\n[1, 2]\n{"step": 2}\n{"step": 3')
+    records, skipped, end = read_jsonl_counted(path)
+    assert records == [{"step": 1}, {"step": 2}]  # lines after a bad one are still read
+    assert skipped == 3  # not JSON, not UTF-8, not an object; the torn last line is not counted
+    assert end == len(b'{"step": 1}\nnot json\n\xff\xfe\n[1, 2]\n{"step": 2}\n')
+    assert read_jsonl(path) == records
+    with open(path, "ab") as f:
+        f.write(b"}\n")
+    assert read_jsonl_counted(path, end)[0] == [{"step": 3}]  # completed later, read from where we left off
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "reason"),
+    [
+        ("status.json", b"{not json", "status.json is corrupt"),
+        ("status.json", b'{"status": "exploded"}', "no valid status"),
+        ("status.json", b"\xff\xfe{}", "status.json is corrupt"),
+        ("config.yaml", b"\xff\xfe\x00\x01", "config.yaml"),
+        ("config.yaml", b"num_generations: 4\nsetting_from_a_newer_version: 1\n", "unknown setting"),
+        ("config.yaml", b"max_steps: [1,\n", "not valid YAML"),
+    ],
+)
+def test_an_unreadable_run_is_listed_as_such_and_breaks_nothing(tmp_path, filename, content, reason):
+    good = make_run(tmp_path, "good", status="finished")
+    bad = make_run(tmp_path, "bad", status="finished")
+    (bad.path / filename).write_bytes(content)
+    runs = list_runs(tmp_path)
+    assert {r.name for r in runs} == {"good", "bad"}
+    summaries = {r.name: r.summary() for r in runs}
+    assert summaries["good"]["status"] == "finished"
+    assert summaries["bad"]["status"].startswith("unreadable: ") and reason in summaries["bad"]["status"]
+    assert bad.unreadable() and good.unreadable() is None
+
+
+def test_summary_counts_skipped_metric_lines(tmp_path):
+    run = make_run(tmp_path, status="finished")
+    with open(run.path / "metrics.jsonl", "wb") as f:
+        f.write(b'{"step": 1, "reward": 0.1}\n{oops\n{"step": 2, "reward": 0.3, "kl": 0.02}\n')
+    s = run.summary()
+    assert (s["steps"], s["reward_first"], s["reward_last"], s["kl_last"], s["skipped_lines"]) == (2, 0.1, 0.3, 0.02, 1)
+
+
+def test_hidden_folders_are_not_runs(tmp_path):
+    make_run(tmp_path, "r")
+    (tmp_path / ".creating-abc").mkdir()
+    (tmp_path / ".creating-abc" / "config.yaml").write_text("max_steps: 1\n")
+    assert [r.name for r in list_runs(tmp_path)] == ["r"]
+
+
+# ----------------------------------------------------------------------------- the rollout index
+
+
+def groups(step, n=2):
+    return [{"step": step, "group": g, "prompt": f"p{step}-{g}", "completions": []} for g in range(n)]
+
+
+def test_rollout_index_reads_one_step_without_parsing_the_rest(tmp_path, monkeypatch):
+    run = make_run(tmp_path)
+    for step in range(1, 201):
+        run.append_rollouts(step, groups(step))
+    index = RolloutIndex(run.path / "rollouts.jsonl")
+    assert index.steps() == list(range(1, 201))
+    parsed = []
+    real = json.loads
+    monkeypatch.setattr(runs_module.json, "loads", lambda s, *a, **k: parsed.append(1) or real(s, *a, **k))
+    assert [g["prompt"] for g in index.read(117)] == ["p117-0", "p117-1"]
+    assert len(parsed) == 2  # the two lines of step 117, not 400
+    monkeypatch.undo()
+    run.append_rollouts(201, groups(201, 3))
+    assert index.steps()[-1] == 201 and len(index.read(201)) == 3  # extended incrementally
+    assert index.read(999) == []
+
+
+def test_rollout_index_handles_torn_corrupt_and_replaced_files(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(b'{"step": 1, "group": 0}\n{"step": 2, "gro')
+    index = RolloutIndex(path)
+    assert index.steps() == [1]  # the torn line waits
+    with open(path, "ab") as f:
+        f.write(b'up": 0}\n{"step": 3, broken\n')
+    assert index.steps() == [1, 2] and index.skipped == 1
+    path.write_bytes(b'{"step": 7, "group": 0}\n')  # replaced by a shorter file: the index starts over
+    assert index.steps() == [7] and index.read(7) == [{"step": 7, "group": 0}]
+
+
+# ----------------------------------------------------------------------------- who trains a run
+
+
+def test_process_identity_tells_a_restarted_pid_from_the_live_one(tmp_path):
+    me = process_identity()
+    assert me["pid"] == os.getpid() and is_alive(me)
+    if me["pid_start"] is None:
+        pytest.skip("no /proc here")
+    # the same pid, started at another time: a container's PID 1 after a restart
+    assert not is_alive(me | {"pid_start": me["pid_start"] + 1})
+    assert not is_alive(me | {"boot_id": "another-boot"})
+    assert not is_alive({"pid": 2**22 + 12345})
+    assert not is_alive({"pid": None}) and not is_alive({})
+
+
+def test_mark_interrupted_after_a_restart_with_the_same_pid(tmp_path):
+    me = process_identity()
+    if me["pid_start"] is None:
+        pytest.skip("no /proc here")
+    alive = make_run(tmp_path, "alive", status="running", **me)
+    reborn = make_run(tmp_path, "reborn", status="running", **(me | {"pid_start": me["pid_start"] - 1}))
+    done = make_run(tmp_path, "done", status="finished")
+    assert mark_interrupted(tmp_path) == ["reborn"]
+    assert alive.status()["status"] == "running" and done.status()["status"] == "finished"
+    st = reborn.status()
+    assert st["status"] == "failed" and "interrupted" in st["error"]
+
+
+# ----------------------------------------------------------------------------- retention
+
+
+def test_prune_keeps_the_newest_and_never_a_running_run(tmp_path):
+    me = process_identity()
+    names = []
+    for i in range(6):
+        run = make_run(tmp_path, f"r{i}", status="finished", created=1000.0 + i)
+        names.append(run.name)
+    oldest_running = make_run(tmp_path, "old-live", status="running", created=1.0, **me)
+    deleted = prune_runs(tmp_path, keep=3, max_mb=None)
+    assert sorted(deleted) == ["r0", "r1", "r2", "r3"]  # 7 runs, keep 3: the running one counts but stays
+    assert sorted(r.name for r in list_runs(tmp_path)) == ["old-live", "r4", "r5"]
+    assert oldest_running.path.is_dir()
+    assert prune_runs(tmp_path, keep=None, max_mb=None) == []
+
+
+def test_prune_by_size_and_protected_names(tmp_path):
+    for i in range(3):
+        run = make_run(tmp_path, f"r{i}", status="finished", created=1000.0 + i)
+        (run.path / "blob").write_bytes(b"x" * 400_000)
+    assert prune_runs(tmp_path, keep=None, max_mb=1.0, protect={"r0"}) == ["r1"]  # r0 is protected
+    assert sorted(r.name for r in list_runs(tmp_path)) == ["r0", "r2"]
