@@ -313,7 +313,7 @@ class Controller:
         if active is not None:
             st = active.job.state
             records = st.channel.snapshot()
-            status = st.status if st.status != "pending" else "starting"
+            status = st.status if st.status != "pending" else "running"  # loading counts as running
             elapsed = (st.finished or time.time()) - (st.started or active.started)
             error = self.redact(st.error)
             return RunView(name, status, error, records, st.config.max_steps, elapsed, st.config, True, st.stop_reason)
