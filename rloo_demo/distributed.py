@@ -3,15 +3,16 @@
 Under ``accelerate launch --multi_gpu`` or ``torchrun`` every process runs the same ``train()``. Only rank 0 may
 create and write the run folder, so every process must know its rank *before* anything is written. A bare
 ``PartialState()`` does not: on a machine without a GPU it sees no backend and tells every process it is rank 0 of
-1 (the process group is set up later, by TRL's ``TrainingArguments``, with ``cpu=True``). ``init_distributed``
-sets it up the way the trainer will, so the answer is right from the first line.
+1. The process group is set up later, when TRL's ``RLOOConfig`` (transformers' ``TrainingArguments``) resets that
+state and builds it again with ``cpu=True``; a run folder created before then is created by every rank.
+``init_distributed`` sets the group up the way the trainer will, so the answer is right from the first line.
 
 The launch record is the proof that a run really had N processes: world size, backend and, per rank, its pid and
 host. Each rank sends its part to rank 0 (``gather_object``), which writes it to ``status.json`` and
 ``config.yaml`` (a top-level ``launch:`` block that ``RunConfig.load`` sets aside). In a data-parallel run each
 rank also records a SHA-256 of its policy parameters before the first step and after the last one: equal across
 ranks afterwards means the gradients were all-reduced; different from before means the steps changed the weights.
-(A single process records no checksum, nor do sharded engines, whose ranks hold different slices.)
+(A single process records no checksum, nor do DeepSpeed and FSDP runs, whose ranks may hold different slices.)
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-# Data-parallel engines keep a full replica of the weights on every rank, so the replicas can be compared. Sharded
-# engines (FSDP, DeepSpeed ZeRO-3) hold a different slice per rank, and a single process has nothing to compare
-# with: no checksum is recorded for those (it would cost a copy of the weights to the CPU for nothing).
+# Plain data-parallel (DDP) keeps a full replica of the weights on every rank, so the replicas can be compared.
+# FSDP and DeepSpeed ZeRO-3 hold a different slice per rank, and a single process has nothing to compare with: no
+# checksum is recorded for those (it would cost a copy of the weights to the CPU for nothing).
 REPLICATED = ("MULTI_CPU", "MULTI_GPU")
 
 

@@ -60,12 +60,13 @@ def threads_per_process(num_processes: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) // num_processes)
 
 
-def accelerate_launch(num_processes: int, port: int | None = None) -> list[str]:
+def accelerate_launch(num_processes: int, port: int | None = None, threads: int | None = None) -> list[str]:
     """``python -m accelerate.commands.launch`` that really starts N local processes, with or without a GPU.
 
     N > 1 takes accelerate's ``--multi_gpu`` launcher (torchrun underneath): DDP over NCCL on GPUs, over gloo on a
     CPU. ``--cpu`` must not be passed: with it accelerate 1.15 takes its simple launcher, which starts one process
-    whatever ``--num_processes`` says. Each process gets ``threads_per_process(N)`` OMP/torch threads.
+    whatever ``--num_processes`` says. Each process gets ``threads`` OMP/torch threads (default
+    ``threads_per_process(N)``).
     """
     import torch
 
@@ -74,7 +75,7 @@ def accelerate_launch(num_processes: int, port: int | None = None) -> list[str]:
         raise ValueError(f"{num_processes} processes but {gpus} GPU(s): one process per GPU; use at most {gpus}")
     cmd = [*ACCELERATE_LAUNCH, "--num_processes", str(num_processes)]
     cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    cmd += ["--num_cpu_threads_per_process", str(threads_per_process(num_processes))]
+    cmd += ["--num_cpu_threads_per_process", str(threads or threads_per_process(num_processes))]
     if num_processes > 1:
         cmd += ["--multi_gpu", "--main_process_port", str(port or free_port())]
     return cmd

@@ -8,6 +8,8 @@ with accelerate's own parser, and the multi-node one runs as 2 "machines" on thi
 """
 
 import os
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -240,6 +242,31 @@ def test_multinode_config_runs_as_two_machines_on_one_host(tmp_path):
     assert launch_["world_size"] == 2
     assert [(r["rank"], r["node_rank"], r["local_rank"]) for r in launch_["ranks"]] == [(0, 0, 0), (1, 1, 0)]
     check_consistent(run, 2, PROMPTS, K)
+
+
+def scaling_commands() -> list[list[str]]:
+    """Every command of the README's "Scaling out" section, continuation lines joined."""
+    section = (ROOT / "README.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_readme_scaling_commands_start_several_processes(monkeypatch):
+    """The README's launch commands, resolved as ``accelerate launch`` resolves them: none is the one-process one."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    monkeypatch.chdir(ROOT)  # the commands name configs/ relative to the repository
+    commands = scaling_commands()
+    assert len(commands) >= 8
+    for cmd in commands:
+        if cmd[0] == "torchrun":
+            assert cmd[cmd.index("--nproc_per_node") + 1] == "2"
+            continue
+        assert cmd[:2] == ["accelerate", "launch"], cmd
+        args, _, _ = _validate_launch_command(launch_command_parser().parse_args(cmd[2:]))
+        assert not args.cpu and (args.multi_gpu or args.use_deepspeed or args.use_fsdp), cmd
+        assert args.num_processes >= 2 and args.module and args.training_script == "rloo_demo", cmd
 
 
 def test_jsonl_tail_waits_for_complete_lines(tmp_path):
