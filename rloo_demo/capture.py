@@ -86,6 +86,7 @@ class CapturingRLOOTrainer(RLOOTrainer):
 
             prompts, completions = gather_object(prompts), gather_object(completions)
         self.last_completion_ids = output["completion_ids"].detach().cpu()
+        local_rows = mask.size(0)  # gathered in rank order, the same number of rows per rank
 
         raw = cap["rewards_per_func"]  # already gathered over processes by TRL
         weights = self.reward_weights.float().cpu()
@@ -115,6 +116,7 @@ class CapturingRLOOTrainer(RLOOTrainer):
                         "baseline": float(baselines[j]),
                         "raw_advantage": float(rewards[j] - baselines[j]),
                         "advantage": float(advantages[i]),
+                        "rank": i // local_rows,  # the process that generated and scored it
                     }
                 )
             entry = {

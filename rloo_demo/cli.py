@@ -5,8 +5,14 @@
     python -m rloo_demo evaluate --run runs/<name>             # base vs trained on held-out prompts
     python -m rloo_demo infer --run runs/<name> --prompt "This movie was"
 
-``train`` also runs under ``accelerate launch -m rloo_demo train ...``. A user's mistake prints one line that
-starts with ``error:`` and exits with status 2; a run that fails while training exits with status 1.
+``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (README, "Scaling out"):
+
+    accelerate launch --multi_gpu --num_processes 2 --num_cpu_threads_per_process 1 -m rloo_demo train
+    torchrun --nproc_per_node 2 -m rloo_demo train
+    accelerate launch --config_file configs/zero3.yaml -m rloo_demo train ...   # configs/: DDP, ZeRO-2/3, FSDP, 2 nodes
+
+(not ``--cpu``: accelerate then starts one process whatever ``--num_processes`` says). A user's mistake prints one
+line that starts with ``error:`` and exits with status 2; a run that fails while training exits with status 1.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ from rloo_demo.errors import UserError
 from rloo_demo.hub import EMBEDDED_POLICY
 from rloo_demo.rewards import check_reward_name, metric_name
 
+# A run's config.yaml ends with a top-level ``launch:`` block (world size, backend, each rank's pid) written by
+# ``rloo_demo.distributed``; ``load`` sets it aside, so the file still loads with ``--config``.
+LAUNCH_KEY = "launch"
+
 
 class ConfigError(UserError):
     """One or more invalid settings; ``problems`` maps each field to a message that says how to fix it."""
@@ -345,6 +349,7 @@ class RunConfig:
             raise
         if not isinstance(data, dict):
             raise ConfigError({"config": f"{path.name} must hold a mapping of settings"})
+        data.pop(LAUNCH_KEY, None)  # a run folder's record of how it was launched, not a setting
         return cls.from_dict(data)
 
     # ------------------------------------------------------------------ TRL

@@ -295,8 +295,9 @@ class RunFolder:
     def append_rollouts(self, step: int, groups: list[dict]) -> None:
         self._append("rollouts.jsonl", groups)
 
-    def save_model(self, model, tokenizer) -> Path:
-        """Write ``model/`` so that it exists only when complete: write to a temporary folder, then rename."""
+    def save_model(self, model, tokenizer, state_dict: dict | None = None) -> Path:
+        """Write ``model/`` so that it exists only when complete: write to a temporary folder, then rename.
+        ``state_dict``: the full weights, gathered from the ranks of a sharded engine (FSDP, ZeRO-3)."""
         final = self.path / "model"
         tmp = self.path / ".model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -304,7 +305,7 @@ class RunFolder:
             model.save_pretrained(tmp / "adapter")
             tokenizer.save_pretrained(tmp / "adapter")
             model = model.merge_and_unload()
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         self._write_card(tmp)
         if final.exists():

@@ -1,5 +1,5 @@
-"""The web app's second backend: a run trained in a subprocess under ``accelerate launch`` with N processes (DDP, or
-whatever the accelerate config says), followed through its run folder as LLaMA-Factory's board follows its logs.
+"""The web app's second backend: a run trained in a subprocess under ``accelerate launch`` with N processes (DDP over
+gloo on a CPU, over NCCL on GPUs), followed through its run folder as LLaMA-Factory's board follows its logs.
 
 The subprocess is the CLI (``python -m accelerate.commands.launch ... -m rloo_demo train --config ...``); rank 0
 appends ``metrics.jsonl`` and ``rollouts.jsonl`` step by step, and a follower thread here tails both files into the
@@ -10,6 +10,8 @@ apart. Stop is a file the training processes look for at each step boundary (ran
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +23,7 @@ from rloo_demo.runs import RunFolder, default_run_name
 from rloo_demo.training import TrainingJob, check_resources
 
 POLL_SECONDS = 0.2
+ACCELERATE_LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]  # `accelerate launch` of this environment
 
 
 class JsonlTail:
@@ -44,13 +47,38 @@ class JsonlTail:
         return [json.loads(line) for line in chunk[: end + 1].splitlines() if line.strip()]
 
 
-def accelerate_launch(num_processes: int) -> list[str]:
-    """``python -m accelerate.commands.launch`` with N local processes (on the CPU, over gloo, without a GPU)."""
+def free_port() -> int:
+    """A TCP port nobody listens on now, for the rendezvous of one run (two runs must not share 29500)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def threads_per_process(num_processes: int) -> int:
+    """The cores this process may use, shared out: N processes on C cores get C // N torch threads each (at least
+    one), so they do not oversubscribe the cores and slow each other down."""
+    return max(1, len(os.sched_getaffinity(0)) // num_processes)
+
+
+def accelerate_launch(num_processes: int, port: int | None = None, threads: int | None = None) -> list[str]:
+    """``python -m accelerate.commands.launch`` that really starts N local processes, with or without a GPU.
+
+    N > 1 takes accelerate's ``--multi_gpu`` launcher (torchrun underneath): DDP over NCCL on GPUs, over gloo on a
+    CPU. ``--cpu`` must not be passed: with it accelerate 1.15 takes its simple launcher, which starts one process
+    whatever ``--num_processes`` says. Each process gets ``threads`` OMP/torch threads (default
+    ``threads_per_process(N)``).
+    """
     import torch
 
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(num_processes)]
+    gpus = torch.cuda.device_count()
+    if gpus and num_processes > gpus:
+        raise ValueError(f"{num_processes} processes but {gpus} GPU(s): one process per GPU; use at most {gpus}")
+    cmd = [*ACCELERATE_LAUNCH, "--num_processes", str(num_processes)]
     cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    return cmd + ([] if torch.cuda.is_available() else ["--cpu"])
+    cmd += ["--num_cpu_threads_per_process", str(threads or threads_per_process(num_processes))]
+    if num_processes > 1:
+        cmd += ["--multi_gpu", "--main_process_port", str(port or free_port())]
+    return cmd
 
 
 def launch_command(

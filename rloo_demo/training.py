@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import threading
 import time
 import traceback
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
+from rloo_demo import distributed
 from rloo_demo.callbacks import LiveMetricsCallback, MetricsChannel
 from rloo_demo.config import RunConfig
 from rloo_demo.runs import RunFolder, _is_disk_full, process_identity
@@ -141,12 +143,11 @@ def train(
     """Run RLOO to the end (or to a stop request). Never raises for a failure inside training: the error is in
     ``state.error`` and in the run folder's status. Configuration and resolution errors do raise, before anything
     is written."""
-    from accelerate import PartialState
-
     config.validate()
     check_resources(config)
     state = state or RunState(config)
-    is_main = PartialState().is_main_process
+    # Each process must know its rank before anything is written: only rank 0 creates and writes the run folder.
+    is_main = distributed.init_distributed().is_main_process
     if state.run is None and is_main:
         state.run = RunFolder.create(config)
     run = state.run
@@ -156,13 +157,24 @@ def train(
             run.set_status("running", started=state.started, **process_identity())
         trainer = build_trainer(config, state, progress=progress, stop_file=stop_file)
         state.trainer = trainer
+        acc = trainer.accelerator
+        launch = distributed.launch_record(acc, acc.unwrap_model(trainer.model))  # every rank sends its part
+        if run is not None:
+            run.set_status("running", launch=launch)
+            distributed.write_launch_block(run.path / "config.yaml", launch)
         trainer.train()
         stopped = state.stop_event.is_set() and trainer.state.global_step < config.max_steps
         state.status = "stopped" if stopped else "finished"
+        distributed.record_final_params(launch, acc.unwrap_model(trainer.model), trainer.state.global_step)
+        # Sharded engines (FSDP, ZeRO-3) hold a slice per rank: every rank takes part in gathering the full weights.
+        sharded = acc.distributed_type.value in ("FSDP", "DEEPSPEED")
+        weights = acc.get_state_dict(trainer.model_wrapped) if sharded else None
         if run is not None:
-            run.save_model(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
+            run.save_model(acc.unwrap_model(trainer.model), trainer.processing_class, state_dict=weights)
             reason = state.stop_reason if stopped else None
-            run.set_status(state.status, step=trainer.state.global_step, finished=time.time(), reason=reason)
+            run.set_status(
+                state.status, step=trainer.state.global_step, finished=time.time(), reason=reason, launch=launch
+            )
             _remove_if_empty(run.path / "trainer")
     except Exception as exc:  # a crash in a reward function, OOM, a full disk, ...: recorded, not raised
         _record_failure(state, exc)
@@ -171,6 +183,8 @@ def train(
         if state.status in ("pending", "running"):  # a BaseException (SystemExit, ...) ended the thread
             state.status, state.error = "failed", state.error or "training ended without a status"
         state.channel.close()
+        if run is None and state.trainer is not None:  # another rank's scratch output_dir (see build_trainer)
+            shutil.rmtree(state.trainer.args.output_dir, ignore_errors=True)
     return state
 
 
@@ -199,8 +213,6 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     """A ``CapturingRLOOTrainer`` wired to the run folder, the metrics channel, stop and the weights lock."""
     import tempfile
 
-    from accelerate import PartialState
-
     from rloo_demo.capture import CapturingRLOOTrainer
     from rloo_demo.data import prompt_dataset
     from rloo_demo.rewards import build_reward
@@ -216,7 +228,8 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
         text_column=config.text_column,
     )
     trainer_dir = run.path / "trainer" if run is not None else tempfile.mkdtemp(prefix="rloo-rank-")
-    args = config.to_rloo_config(trainer_dir, num_processes=PartialState().num_processes, reward_weights=config.weights)
+    num_processes = distributed.init_distributed().num_processes
+    args = config.to_rloo_config(trainer_dir, num_processes=num_processes, reward_weights=config.weights)
     callbacks = [
         LiveMetricsCallback(
             state.channel,

@@ -1,62 +1,272 @@
-"""Multi-process data-parallel training on CPU (gloo) under ``accelerate launch``, and the web app's subprocess
-backend that follows such a run through its folder. ``python -m pytest tests/test_distributed.py`` (~1 min)."""
+"""Multi-process data-parallel training on a CPU (gloo), proven from the run itself: the web app's launch command
+really starts 2 processes, each generates its own half of every step, the rollouts hold every group once, the
+gradients are synchronised (identical weights on both ranks after the last step), only rank 0 writes, and the
+app's subprocess backend starts 2 workers, streams and stops. Also: the accelerate configs in ``configs/`` parse
+with accelerate's own parser, and the multi-node one runs as 2 "machines" on this host.
+
+``python -m pytest tests/test_distributed.py`` (about 2 minutes on 2 cores; ``-m "not slow"``: a second).
+"""
 
 import os
+import re
+import shlex
 import subprocess
+from pathlib import Path
 
+import psutil
 import pytest
+import yaml
 
-from rloo_demo.config import RunConfig
+from rloo_demo.cli import build_parser, config_from_args
+from rloo_demo.config import ConfigError, RunConfig
 from rloo_demo.runner import Runner
 from rloo_demo.runs import open_run
-from rloo_demo.subprocess_job import JsonlTail, accelerate_launch
+from rloo_demo.subprocess_job import ACCELERATE_LAUNCH, JsonlTail, accelerate_launch, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+STEPS, PROMPTS, K = 3, 2, 4  # 2 prompts x K=4 = 8 completions per step, 4 on each rank
+TRAIN = ["-m", "rloo_demo", "train", "--max-new-tokens", "8", "--prompts-per-step", str(PROMPTS)]
+
+
+def launch(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, **kw)
 
 
 def check_consistent(run, steps, prompts_per_step, k):
+    """Every step logged once; every group of every step in the rollouts exactly once, whole and with TRL's
+    advantages."""
     metrics = run.metrics()
     assert [m["step"] for m in metrics] == list(range(1, steps + 1))
     groups = run.rollouts()
-    assert len(groups) == steps * prompts_per_step
+    keys = [(g["step"], g["group"]) for g in groups]
+    assert sorted(keys) == [(s, g) for s in range(1, steps + 1) for g in range(prompts_per_step)]
     for step in range(1, steps + 1):
-        assert sorted(g["group"] for g in groups if g["step"] == step) == list(range(prompts_per_step))
+        prompts = [g["prompt"] for g in groups if g["step"] == step]
+        assert len(set(prompts)) == len(prompts), f"step {step} scored the same prompt twice"
     for g in groups:
         assert len(g["completions"]) == k
         assert g["parity_error"] < 1e-5
         assert sum(c["advantage"] for c in g["completions"]) == pytest.approx(0.0, abs=1e-5)
 
 
-@pytest.mark.slow
-def test_accelerate_launch_two_processes(tmp_path):
-    train = ["-m", "rloo_demo", "train", "--max-steps", "4", "--prompts-per-step", "2", "--max-new-tokens", "8"]
-    cmd = accelerate_launch(2) + train + ["--output-dir", str(tmp_path), "--run-name", "ddp"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp"]  # only rank 0 wrote a run folder
-    run = open_run(tmp_path / "ddp")
-    assert run.status()["status"] == "finished" and run.model_dir is not None
-    # 2 prompts x K=4 per step were split over 2 processes; the rollouts hold both halves, in whole groups
-    check_consistent(run, 4, 2, 4)
+def ranks_of(run) -> list[dict]:
+    return run.status()["launch"]["ranks"]
+
+
+# ---------------------------------------------------------------------- the web app's launch command, 2 processes
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    """One 2-process run under the exact command the web app's subprocess backend uses."""
+    out = tmp_path_factory.mktemp("ddp")
+    cmd = accelerate_launch(2) + TRAIN + ["--max-steps", str(STEPS), "--output-dir", str(out), "--run-name", "ddp"]
+    done = launch(cmd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, open_run(out / "ddp")
 
 
 @pytest.mark.slow
-def test_subprocess_backend_streams_and_stops(tmp_path):
+def test_launch_starts_two_processes(ddp_run):
+    out, run = ddp_run
+    assert sorted(p.name for p in out.iterdir()) == ["ddp"]  # only rank 0 created a run folder
+    status = run.status()
+    assert status["status"] == "finished" and run.model_dir is not None
+    launch_ = status["launch"]
+    assert launch_["world_size"] == 2
+    assert launch_["backend"] == ("nccl" if launch_["distributed_type"] == "MULTI_GPU" else "gloo")
+    assert [r["rank"] for r in launch_["ranks"]] == [0, 1]
+    assert len({r["pid"] for r in launch_["ranks"]}) == 2
+    assert status["pid"] == launch_["ranks"][0]["pid"]  # rank 0 wrote the folder
+    assert all(r["torch_threads"] == max(1, len(os.sched_getaffinity(0)) // 2) for r in launch_["ranks"])
+
+
+@pytest.mark.slow
+def test_config_yaml_records_the_launch_and_still_loads(ddp_run):
+    _, run = ddp_run
+    raw = yaml.safe_load((run.path / "config.yaml").read_text())
+    assert raw["launch"]["world_size"] == 2
+    assert [r["pid"] for r in raw["launch"]["ranks"]] == [r["pid"] for r in ranks_of(run)]
+    assert run.config().max_steps == STEPS  # RunConfig.load sets the launch block aside
+    args = build_parser().parse_args(["train", "--config", str(run.path / "config.yaml"), "--max-steps", "9"])
+    config = config_from_args(args)  # the same file again with --config, a flag on top
+    assert config.max_steps == 9 and config.prompts_per_step == PROMPTS
+
+
+@pytest.mark.slow
+def test_each_rank_generated_its_own_half(ddp_run):
+    _, run = ddp_run
+    groups = run.rollouts()
+    for step in range(1, STEPS + 1):
+        by_rank: dict[int, list] = {0: [], 1: []}
+        for g in (g for g in groups if g["step"] == step):
+            for c in g["completions"]:
+                by_rank[c["rank"]].append((g["prompt"], c["text"]))
+        assert len(by_rank[0]) == len(by_rank[1]) == PROMPTS * K // 2  # each rank scored its share of the step
+        assert not {p for p, _ in by_rank[0]} & {p for p, _ in by_rank[1]}  # no prompt group on both ranks
+        assert [t for _, t in by_rank[0]] != [t for _, t in by_rank[1]]
+
+
+@pytest.mark.slow
+def test_rollouts_hold_every_group_of_every_step_once(ddp_run):
+    _, run = ddp_run
+    check_consistent(run, STEPS, PROMPTS, K)
+
+
+@pytest.mark.slow
+def test_gradients_are_synchronised(ddp_run):
+    _, run = ddp_run
+    r0, r1 = ranks_of(run)
+    assert r0["params_step"] == r1["params_step"] == STEPS
+    assert r0["params_sha256_start"] == r1["params_sha256_start"]  # both started from the same weights
+    assert r0["params_sha256_end"] == r1["params_sha256_end"]  # and took the same steps: all-reduced gradients
+    assert r0["params_sha256_end"] != r0["params_sha256_start"]  # the steps did change the weights
+
+
+# ---------------------------------------------------------------------- the web app's subprocess backend
+
+
+def descendants(pid: int) -> set[int]:
+    return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+
+
+@pytest.mark.slow
+def test_subprocess_backend_starts_two_workers_streams_and_stops(tmp_path):
     runner = Runner(str(tmp_path), backend="subprocess", num_processes=2)
-    config = RunConfig(max_steps=300, prompts_per_step=2, max_new_tokens=8)
+    config = RunConfig(max_steps=300, prompts_per_step=PROMPTS, max_new_tokens=8)
     active = runner.start(config, owner="me")
-    state = active.job.state
+    job, state = active.job, active.job.state
     first = state.channel.wait_for(0, timeout=300)
     assert first and first[0]["step"] == 1
+    # while it trains: 2 ranks, 2 distinct pids, both live processes under the launcher the app started
+    pids = [r["pid"] for r in ranks_of(job.run)]
+    assert len(set(pids)) == 2
+    assert set(pids) <= descendants(job.proc.pid)
+    assert all(psutil.pid_exists(p) for p in pids)
     state.channel.wait_for(2, timeout=120)
     runner.stop(active.name, "me")
-    assert active.job.join(timeout=300)
+    assert job.join(timeout=300)
     assert state.status == "stopped", state.error
     run = open_run(tmp_path / active.name)
     steps = len(run.metrics())
     assert 2 <= steps < 300
-    check_consistent(run, steps, 2, 4)
+    check_consistent(run, steps, PROMPTS, K)
+    assert {r["params_step"] for r in ranks_of(run)} == {steps}  # both ranks stopped at the same step
     assert [r["step"] for r in state.channel.snapshot()] == list(range(1, steps + 1))  # streamed all of them
     assert sorted(state.rollouts) == list(range(1, steps + 1))
     assert not list(tmp_path.glob(".*.stop"))
+    assert not any(psutil.pid_exists(p) for p in pids)  # the workers ended with the launcher
+
+
+# ---------------------------------------------------------------------- launch command and configs (fast)
+
+
+def test_launch_command_starts_n_processes_without_cpu_flag():
+    cmd = accelerate_launch(2, port=29555)
+    assert "--cpu" not in cmd  # with --cpu accelerate 1.15 starts one process whatever --num_processes says
+    assert "--multi_gpu" in cmd and cmd[cmd.index("--num_processes") + 1] == "2"
+    assert cmd[cmd.index("--main_process_port") + 1] == "29555"
+    assert "--multi_gpu" not in accelerate_launch(1)  # accelerate refuses --multi_gpu with one process
+
+
+def test_launch_block_is_not_a_setting(tmp_path):
+    path = tmp_path / "config.yaml"
+    RunConfig(max_steps=7).save(path)
+    with open(path, "a") as f:
+        f.write(yaml.safe_dump({"launch": {"world_size": 2, "backend": "gloo", "ranks": []}}))
+    assert RunConfig.load(path).max_steps == 7
+    with pytest.raises(ConfigError, match="launch"):  # a settings dict (the API) still rejects it
+        RunConfig.from_dict({"max_steps": 7, "launch": {}})
+
+
+EXPECTED = {
+    "ddp.yaml": ("MULTI_GPU", 1, {}),
+    "zero2.yaml": ("DEEPSPEED", 1, {"zero_stage": 2}),
+    "zero3.yaml": ("DEEPSPEED", 1, {"zero_stage": 3, "zero3_save_16bit_model": True}),
+    "fsdp.yaml": ("FSDP", 1, {"fsdp_version": 2, "fsdp_state_dict_type": "FULL_STATE_DICT"}),
+    "multinode.yaml": ("MULTI_GPU", 2, {"main_process_port": 29500}),
+}
+
+
+def test_every_config_is_covered():
+    assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_accelerate_config_parses(name):
+    """Parsed as ``accelerate launch --config_file`` does. DeepSpeed and FSDP cannot run here (no GPU)."""
+    from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    path = str(CONFIGS / name)
+    kind, machines, expect = EXPECTED[name]
+    config = load_config_from_file(path)  # rejects unknown top-level keys
+    assert isinstance(config, ClusterConfig)
+    assert config.distributed_type.value == kind and config.num_machines == machines
+    assert config.mixed_precision == "no"  # bf16 is the run's --bf16, not accelerate's autocast on top
+    parser = launch_command_parser()
+    known = vars(parser.parse_args(["x.py"]))
+    nested = {**config.deepspeed_config, **config.fsdp_config}
+    assert set(nested) <= set(known), f"keys accelerate launch does not know: {set(nested) - set(known)}"
+    # resolve the file into launch arguments, as accelerate launch does before it picks a launcher
+    args, _, _ = _validate_launch_command(parser.parse_args(["--config_file", path, "-m", "rloo_demo", "train"]))
+    launcher = {"MULTI_GPU": args.multi_gpu, "DEEPSPEED": args.use_deepspeed, "FSDP": args.use_fsdp}
+    assert [k for k, on in launcher.items() if on] == [kind]
+    assert args.num_machines == machines and not args.cpu
+    for key, value in expect.items():
+        assert getattr(args, key) == value, key
+
+
+@pytest.mark.slow
+def test_multinode_config_runs_as_two_machines_on_one_host(tmp_path):
+    """configs/multinode.yaml with 1 CPU process per "machine", both on this host: rank 1 joins rank 0's rendezvous
+    as machine 1, and only rank 0 writes."""
+    port = free_port()
+    base = [*ACCELERATE_LAUNCH, "--config_file", str(CONFIGS / "multinode.yaml"), "--num_processes", "2"]
+    base += ["--main_process_ip", "127.0.0.1", "--main_process_port", str(port), "--num_cpu_threads_per_process", "1"]
+    train = [*TRAIN, "--max-steps", "2", "--output-dir", str(tmp_path), "--run-name", "mn"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    procs = [
+        subprocess.Popen(
+            [*base, "--machine_rank", str(r), *train], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        for r in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=600)[0].decode(errors="replace") for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mn"]
+    run = open_run(tmp_path / "mn")
+    launch_ = run.status()["launch"]
+    assert launch_["world_size"] == 2
+    assert [(r["rank"], r["node_rank"], r["local_rank"]) for r in launch_["ranks"]] == [(0, 0, 0), (1, 1, 0)]
+    check_consistent(run, 2, PROMPTS, K)
+
+
+def scaling_commands() -> list[list[str]]:
+    """Every command of the README's "Scaling out" section, continuation lines joined."""
+    section = (ROOT / "README.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_readme_scaling_commands_start_several_processes(monkeypatch):
+    """The README's launch commands, resolved as ``accelerate launch`` resolves them: none is the one-process one."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    monkeypatch.chdir(ROOT)  # the commands name configs/ relative to the repository
+    commands = scaling_commands()
+    assert len(commands) >= 8
+    for cmd in commands:
+        if cmd[0] == "torchrun":
+            assert cmd[cmd.index("--nproc_per_node") + 1] == "2"
+            continue
+        assert cmd[:2] == ["accelerate", "launch"], cmd
+        args, _, _ = _validate_launch_command(launch_command_parser().parse_args(cmd[2:]))
+        assert not args.cpu and (args.multi_gpu or args.use_deepspeed or args.use_fsdp), cmd
+        assert args.num_processes >= 2 and args.module and args.training_script == "rloo_demo", cmd
 
 
 def test_jsonl_tail_waits_for_complete_lines(tmp_path):
