@@ -7,6 +7,7 @@ ENV PYTHONUNBUFFERED=1 \
     HOME=/home/user \
     HF_HOME=/home/user/.cache/huggingface \
     RLOO_RUNS_DIR=/home/user/runs \
+    RLOO_PUBLIC=1 \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
     TOKENIZERS_PARALLELISM=false

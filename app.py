@@ -1,4 +1,4 @@
-"""Serve the rloo-demo web app: ``python app.py`` (http://0.0.0.0:7860; GRADIO_SERVER_NAME / _PORT override)."""
+"""Serve the rloo-demo web app: ``python app.py`` (http://127.0.0.1:7860; GRADIO_SERVER_NAME / _PORT override)."""
 
 from rloo_demo.ui.app import main
 

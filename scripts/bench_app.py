@@ -69,17 +69,21 @@ def simulated_pages(url: str, run_dir: Path, pages: int, steps: int) -> str:
     """Start a run and keep ``pages`` watching sessions polling the page's own tick endpoint, as often as a page does,
     until it ends. The pollers run niced in a child process, so their own CPU does not count against the server."""
     code = f"""
-import json, pathlib, threading, time
+import json, pathlib, threading, time, uuid
 from gradio_client import Client
 url, pages, tick = {url!r}, {pages}, {TICK_SECONDS}
 c = Client(url, verbose=False)
 run = c.predict(json.dumps({{"max_steps": {steps}}}), "bench", api_name="/start_run")["run"]
 stop = threading.Event()
+import httpx
+fn = {{d["api_name"]: d["id"] for d in httpx.get(url + "config").json()["dependencies"]}}["page_tick"]
 def page():
-    pc = Client(url, verbose=False)
+    http = httpx.Client(timeout=60)
+    session = uuid.uuid4().hex
+    body = {{"data": [session, None, -1, 0.6, -1, True, None, "train"], "fn_index": fn, "session_hash": session}}
     while not stop.is_set():
         t = time.time()
-        pc.predict(0.6, True, None, api_name="/page_tick")
+        http.post(url + "gradio_api/run/page_tick", json=body)  # the page's own tick, as a browser sends it
         time.sleep(max(0.0, tick - (time.time() - t)))
 threads = [threading.Thread(target=page) for _ in range(pages)]
 for t in threads:

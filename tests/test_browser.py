@@ -15,11 +15,14 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 
 
 @pytest.mark.slow
-def test_start_watch_reward_and_rollouts(tmp_path):
+def test_start_watch_reward_and_rollouts(space_runs_dir):
+    """As the image runs the app: public mode, runs outside the working folder and /tmp."""
     from playwright.sync_api import sync_playwright
 
+    from rloo_demo.limits import PUBLIC
+
     ARTIFACTS.mkdir(exist_ok=True)
-    with running_app(tmp_path / "runs") as (url, controller), sync_playwright() as p:
+    with running_app(space_runs_dir, limits=PUBLIC) as (url, controller), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
@@ -72,6 +75,12 @@ def test_start_watch_reward_and_rollouts(tmp_path):
             timeout=30_000,
         )
         assert "stopped" in page.inner_text("#runs-table")
+        # the downloads of the selected run are served (in the Space layout gradio refused them before)
+        page.wait_for_selector("#runs-downloads a", timeout=30_000)
+        links = page.locator("#runs-downloads a")
+        assert links.count() == 4 and "Error" not in page.inner_text("#runs-downloads")
+        href = links.first.get_attribute("href")
+        assert page.request.get(href if href.startswith("http") else url + href.lstrip("/")).status == 200
         page.screenshot(path=str(ARTIFACTS / "runs-tab.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "train-tab.png").stat().st_size > 10_000

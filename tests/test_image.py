@@ -22,7 +22,7 @@ DOCKERFILE = (ROOT / "Dockerfile").read_text()
 def test_dockerfile_promises():
     assert re.search(r"^FROM python:3\.11-slim", DOCKERFILE, re.M)
     assert "useradd --create-home --uid 1000 user" in DOCKERFILE and re.search(r"^USER user$", DOCKERFILE, re.M)
-    for var in ("HOME=/home/user", "HF_HOME=", "RLOO_RUNS_DIR="):
+    for var in ("HOME=/home/user", "HF_HOME=", "RLOO_RUNS_DIR=", "RLOO_PUBLIC=1", "GRADIO_SERVER_NAME=0.0.0.0"):
         assert var in DOCKERFILE
     assert re.search(r"^EXPOSE 7860$", DOCKERFILE, re.M)
     assert 'CMD ["python", "app.py"]' in DOCKERFILE

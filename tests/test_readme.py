@@ -20,9 +20,12 @@ def code_block_after(heading: str, lang: str) -> str:
     return re.search(rf"```{lang}\n(.*?)```", section, re.S).group(1)
 
 
-def test_api_example_runs_verbatim(tmp_path):
+def test_api_example_runs_verbatim(space_runs_dir):
+    """Against the app as the image runs it: public mode, runs outside the working folder and /tmp."""
+    from rloo_demo.limits import PUBLIC
+
     code = code_block_after("## API (gradio_client)", "python")
-    with running_app(tmp_path / "runs") as (url, _):
+    with running_app(space_runs_dir, limits=PUBLIC) as (url, _):
         out = subprocess.run(
             [sys.executable, "-c", code],
             capture_output=True,
@@ -47,3 +50,30 @@ def test_two_commands_exist():
     assert "bash scripts/serve.sh" in README and "bash scripts/test.sh" in README
     ci = (ROOT / ".ci" / "run").read_text()
     assert "bash scripts/test.sh" in ci
+
+
+def test_public_limits_table_matches_the_code():
+    """Every limit's variable is in README's table, with the public and local values the code has."""
+    from rloo_demo.limits import ENV_NAMES, LOCAL, PUBLIC
+
+    table = README.split("## Running a public Space", 1)[1].split("\n\n| limit |", 1)[1].split("\n\n", 1)[0]
+    cells = {}  # variable -> (public, local) as written
+    for line in table.splitlines()[2:]:
+        _, variables, public, local = [c.strip() for c in line.strip("|").split("|")]
+        names = re.findall(r"`(RLOO_\w+)`", variables)
+        publics, locals_ = public.split(" / "), local.split(" / ")
+        for i, var in enumerate(names):
+            cells[var] = (publics[min(i, len(publics) - 1)], locals_[min(i, len(locals_) - 1)])
+
+    def written(value) -> str:
+        if value is None or value == ():
+            return "none"
+        return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+    for field, var in ENV_NAMES.items():
+        assert var in cells, f"README's limits table lacks {var}"
+        if field in ("allowed_models", "allowed_datasets", "admin_token"):
+            continue
+        for value, cell in zip((getattr(PUBLIC, field), getattr(LOCAL, field)), cells[var], strict=True):
+            ok = cell == written(value) or (value is None and cell in ("none", "never", "all"))
+            assert ok, f"README says {cell!r} for {var}, the code has {value!r}"
