@@ -15,6 +15,7 @@ from rloo_demo.data import (
     prompt_dataset,
     split,
 )
+from rloo_demo.errors import DataError
 
 
 def test_embedded_imdb_is_complete_and_clean():
@@ -77,7 +78,7 @@ def test_local_csv_and_jsonl_sources(tmp_path):
     jl.write_text("\n".join(json.dumps({"text": f"line {i} of a review"}) for i in range(30)))
     prompts = prompt_dataset(str(jl), part="train", num_words=2)["prompt"]
     assert prompts and all(p.startswith("line") for p in prompts)
-    with pytest.raises(ValueError, match="no column 'text'"):
+    with pytest.raises(DataError, match="no column 'text'"):
         load_texts(str(csv_path))
     with pytest.raises(FileNotFoundError):
         load_texts(str(tmp_path / "missing.csv"))

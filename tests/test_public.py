@@ -263,3 +263,35 @@ def test_markup_in_a_refusal_is_inert(app):
     url, controller, client, _ = app
     out = client.predict(json.dumps({"rewards": ["<img src=x onerror=alert(1)>"]}), "v", api_name="/start_run")
     assert "<img" not in out["error"] and "&lt;img" in out["error"]
+
+
+def test_a_corrupt_run_breaks_no_page(app):
+    """Row 14: one corrupt, non-UTF-8 or other-version run file: that run reads 'unreadable', every page still
+    loads, and the run list still lists the others."""
+    url, controller, client, run = app
+    root = Path(controller.runner.runs_dir)
+    for name, filename, content in (
+        ("corrupt-status", "status.json", b"{half"),
+        ("latin1-config", "config.yaml", "max_steps: 3 # caf\xe9\n".encode("latin-1")),
+        ("newer-version", "config.yaml", b"max_steps: 3\nsetting_from_2027: true\n"),
+    ):
+        (root / name).mkdir()
+        (root / name / "config.yaml").write_text("max_steps: 3\n")
+        (root / name / "status.json").write_text('{"status": "finished", "created": 1}')
+        (root / name / filename).write_bytes(content)
+    try:
+        listed = {r["name"]: r["status"] for r in client.predict(api_name="/list_runs")}
+        assert listed[run] == "finished"
+        for name in ("corrupt-status", "latin1-config", "newer-version"):
+            assert listed[name].startswith("unreadable: "), listed
+        assert call_event(url, "page_load", ["a-new-visitor"], session_hash="fresh")[0] == "a-new-visitor"
+        table = call_event(url, "runs_refresh", [[], None], session_hash="fresh")[0]
+        assert {row[0] for row in table["data"]} >= {run, "corrupt-status", "latin1-config", "newer-version"}
+        poll = client.predict("newer-version", 0, api_name="/poll_metrics")
+        assert poll["status"].startswith("unreadable: config.yaml") and poll["records"] == []
+        assert client.predict("latin1-config", 0, api_name="/get_rollouts")["groups"] == []
+    finally:
+        for name in ("corrupt-status", "latin1-config", "newer-version"):
+            import shutil
+
+            shutil.rmtree(root / name)

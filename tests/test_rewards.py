@@ -3,6 +3,7 @@
 import pytest
 from transformers import pipeline
 
+from rloo_demo.errors import InputError
 from rloo_demo.hub import resolve_model
 from rloo_demo.rewards import (
     REWARDS,
@@ -81,5 +82,18 @@ def test_user_classifier_by_folder():
 
 
 def test_unknown_reward():
-    with pytest.raises(ValueError, match="unknown reward"):
+    with pytest.raises(InputError, match="unknown reward"):
         build_reward("bleu")
+
+
+def test_a_causal_lm_is_not_a_classifier_reward():
+    """Row 17 of issue 8: a causal LM as ``classifier:`` would get a random head and train on noise."""
+    from rloo_demo.config import RunConfig
+    from rloo_demo.hub import ResolveError
+    from rloo_demo.training import check_resources
+
+    with pytest.raises(ResolveError, match="is not a sequence classifier"):
+        build_reward("classifier:embedded:tiny-imdb-gpt2")
+    with pytest.raises(ResolveError, match="is not a sequence classifier"):  # before any run folder is made
+        check_resources(RunConfig(rewards=["classifier:./assets/tiny-imdb-gpt2"]))
+    build_reward("classifier:embedded:tiny-imdb-sentiment")  # the real one passes
