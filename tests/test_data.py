@@ -80,5 +80,5 @@ def test_local_csv_and_jsonl_sources(tmp_path):
     assert prompts and all(p.startswith("line") for p in prompts)
     with pytest.raises(DataError, match="no column 'text'"):
         load_texts(str(csv_path))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(DataError, match="does not exist"):
         load_texts(str(tmp_path / "missing.csv"))
