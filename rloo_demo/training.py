@@ -216,6 +216,7 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     from rloo_demo.capture import CapturingRLOOTrainer
     from rloo_demo.data import prompt_dataset
     from rloo_demo.rewards import build_reward
+    from rloo_demo.trainers import trainer_for
 
     run = state.run
     model, tokenizer = load_policy(config.policy)
@@ -243,16 +244,24 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     ]
     if progress:
         callbacks.append(TqdmProgress())
-    trainer = CapturingRLOOTrainer(
+    # rloo: CapturingRLOOTrainer; reinforce: the same without a baseline; grpo: TRL's GRPOTrainer (rloo_demo.trainers)
+    trainer_class, args, extra = trainer_for(
+        config.estimator, args, {"rollout_sink": lambda step, groups: _keep_rollouts(state, step, groups)}
+    )
+    trainer = trainer_class(
         model=model,
         args=args,
         reward_funcs=reward_funcs,
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
-        rollout_sink=lambda step, groups: _keep_rollouts(state, step, groups),
         peft_config=config.peft_config(),
+        **extra,
     )
+    if config.variance_every and isinstance(trainer, CapturingRLOOTrainer):
+        from rloo_demo.variance import TrainingMeter
+
+        trainer.batch_observers.append(TrainingMeter(config.variance_every, config.seed))
     # With tqdm off, Trainer prints every log dict to stdout; our channel, files and progress bar replace that.
     trainer.remove_callback(PrinterCallback)
     return trainer
