@@ -43,6 +43,8 @@ BatchObserver = Callable[["CapturingRLOOTrainer", dict], dict[str, float] | None
 class CapturingRLOOTrainer(RLOOTrainer):
     """``RLOOTrainer`` that hands each scored batch, grouped by prompt, to ``rollout_sink(step, groups)``."""
 
+    baseline_kind = "leave-one-out"  # recorded in every group; "none" for plain REINFORCE (rloo_demo.trainers)
+
     def __init__(self, *args, rollout_sink: RolloutSink | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.rollout_sink = rollout_sink
@@ -162,6 +164,8 @@ class CapturingRLOOTrainer(RLOOTrainer):
             groups.append(entry)
         _check_parity(groups, self.normalize_advantages)
         started = time.perf_counter()
+        for g in groups:
+            g["baseline_kind"] = self.baseline_kind
         if kl_k2 is not None:
             for c, k2, k3 in zip((c for g in groups for c in g["completions"]), kl_k2, kl_k3, strict=True):
                 c["kl_k2"], c["kl_k3"] = float(k2), float(k3)

@@ -43,6 +43,8 @@ _ALWAYS = (
 class ReinforceTrainer(CapturingRLOOTrainer):
     """RLOO's trainer without a baseline: every completion's advantage is its own shaped reward."""
 
+    baseline_kind = "none"
+
     def _baselines(self, rewards: list[float]) -> list[float]:
         return [0.0] * len(rewards)
 
@@ -91,3 +93,39 @@ def trainer_for(estimator: str, rloo_args, rloo_kwargs: dict) -> tuple[type, obj
 
         return GRPOTrainer, grpo_config(rloo_args), {}
     raise ValueError(f"unknown estimator {estimator!r}; use {', '.join(ESTIMATOR_CHOICES)}")
+
+
+def _count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def models_held(trainer) -> dict:
+    """The models a trainer holds in memory, with their parameter counts: the policy, the reference (a separate copy,
+    the policy's base with a LoRA adapter switched off, or none with beta = 0) and each reward function (a
+    classifier's parameters; a lexicon or a rule has none). Recorded in status.json as ``models``."""
+    from accelerate.utils import is_peft_model
+
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    if trainer.beta == 0.0:
+        reference = None
+    elif trainer.ref_model is not None:
+        reference = {"kind": "separate copy", "parameters": _count(trainer.ref_model)}
+    elif is_peft_model(policy):
+        reference = {"kind": "the policy's base, adapter off (no copy)", "parameters": 0}
+    else:
+        reference = None
+    rewards = []
+    for fn in trainer.reward_funcs:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        folder = getattr(fn, "model_folder", None)
+        if folder is not None:
+            from rloo_demo.rewards import sentiment_pipeline
+
+            rewards.append({"name": name, "kind": "classifier", "parameters": _count(sentiment_pipeline(folder).model)})
+        elif hasattr(fn, "parameters"):
+            rewards.append({"name": name, "kind": "model", "parameters": _count(fn)})
+        else:
+            kind = "lexicon" if name == "vader_compound" else "rule"
+            rewards.append({"name": name, "kind": kind, "parameters": 0})
+    trainable = sum(p.numel() for p in policy.parameters() if p.requires_grad)
+    return {"policy": _count(policy), "trainable": trainable, "reference": reference, "rewards": rewards}

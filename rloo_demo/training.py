@@ -160,7 +160,9 @@ def train(
         acc = trainer.accelerator
         launch = distributed.launch_record(acc, acc.unwrap_model(trainer.model))  # every rank sends its part
         if run is not None:
-            run.set_status("running", launch=launch)
+            from rloo_demo.trainers import models_held
+
+            run.set_status("running", launch=launch, models=models_held(trainer))
             distributed.write_launch_block(run.path / "config.yaml", launch)
         trainer.train()
         stopped = state.stop_event.is_set() and trainer.state.global_step < config.max_steps

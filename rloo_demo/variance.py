@@ -43,6 +43,9 @@ import torch
 from rloo_demo.advantages import ESTIMATORS, leave_one_out_advantages
 
 REPLICATES = 5  # the step's batch and 4 fresh ones: the reference for each is 4x the step's completions
+# One measurement costs about this many training steps of the same run (scripts/bench_engine.py --variance-every;
+# measured on the default run: 4 extra batches to sample and score, one backward pass per completion of all 5)
+METER_COST_STEPS = 8.0
 MAX_METER_FLOATS = 2**28  # accumulators of (estimators + 1) x R x parameters floats: 1 GiB; beyond, the meter skips
 METRIC_PREFIXES = ("variance/", "cosine/", "noise_to_signal/")
 
@@ -137,6 +140,16 @@ def meter_statistics(estimates: torch.Tensor, references: torch.Tensor | None, e
             "noise_to_signal": variance / signal if signal > 0 else math.nan,
         }
     return out
+
+
+def is_measured(step: int, every: int) -> bool:
+    """The meter measures steps 1, 1 + every, 1 + 2·every, ... (the first step shows the base policy)."""
+    return every > 0 and (step - 1) % every == 0
+
+
+def measurements(max_steps: int, every: int) -> int:
+    """How many steps of a run the meter measures."""
+    return (max_steps - 1) // every + 1 if every > 0 and max_steps > 0 else 0
 
 
 def metrics_record(stats: dict, seconds: float, samples: int) -> dict[str, float]:
@@ -353,7 +366,7 @@ class TrainingMeter:
         self._warned: set[str] = set()
 
     def due(self, step: int) -> bool:
-        return self.every > 0 and (step - 1) % self.every == 0
+        return is_measured(step, self.every)
 
     def _skip(self, reason: str) -> None:
         if reason not in self._warned:
@@ -431,3 +444,79 @@ def _reference(trainer, model):
             return completion_logprobs(model, ids, batch, temperature, mask)
 
     return adapter_off
+
+
+# ----------------------------------------------------------------------------- after training (the CLI)
+
+
+def left_padded(tokenizer, prompts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+    """Prompt ids left-padded to a common width with their masks, as TRL batches them (the meter scores each
+    completion after its prompt row exactly as the trainer's loss would)."""
+    ids = [tokenizer(p).input_ids for p in prompts]
+    width = max(len(x) for x in ids)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return [[pad] * (width - len(x)) + x for x in ids], [[0] * (width - len(x)) + [1] * len(x) for x in ids]
+
+
+def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progress=None) -> dict:
+    """The meter on a run's policy, outside training: ``steps`` batches of the run's training prompts
+    (``prompts_per_step`` each, K completions per prompt, all R replicates sampled fresh), scored with the run's
+    rewards, beta, sampling settings and reference (the base policy). ``at``: the trained model or the base."""
+    from rloo_demo.data import prompt_dataset
+    from rloo_demo.errors import NotFound
+    from rloo_demo.rewards import WeightedReward
+    from rloo_demo.training import load_policy
+
+    config = run.config()
+    if at == "trained" and run.model_dir is None:
+        raise NotFound(f"run {run.name!r} has no trained model yet; use --at base or train it first")
+    policy, tokenizer = load_policy(str(run.model_dir) if at == "trained" else config.policy)
+    reference = load_policy(config.policy)[0] if config.beta else None
+    params = trainable_parameters(policy)
+    if not fits_in_memory(sum(p.numel() for p in params)):
+        raise NotFound("this policy has too many parameters for the meter's accumulators")
+    n = (
+        config.prompts_per_step
+        if config.generation_batch_size is None
+        else config.completions_per_step // config.num_generations
+    )
+    prompts = prompt_dataset(
+        config.data_source, "train", config.prompt_template, config.prompt_words, steps * n, config.text_column
+    )["prompt"]
+    reward = WeightedReward.from_names(config.rewards, config.weights)
+    settings = MeterSettings(
+        reward=lambda p, t: reward(p, t),
+        beta=config.beta,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_new_tokens=config.max_new_tokens,
+    )
+    ref = (
+        (lambda ids, mask, batch: completion_logprobs(reference, ids, batch, config.temperature, mask))
+        if reference is not None
+        else None
+    )
+    per_step = []
+    seconds = 0.0
+    for s in range(steps):
+        batch = list(prompts[s * n : (s + 1) * n])
+        if not batch:
+            break
+        ids, masks = left_padded(tokenizer, batch)
+        inputs = MeterInputs(prompts=batch, prompt_ids=ids, prompt_masks=masks, k=config.num_generations)
+        result = measure(policy, tokenizer, inputs, settings, seed * 1_000_003 + s, ref)
+        per_step.append(result["stats"])
+        seconds += result["seconds"]
+        if progress:
+            progress(s + 1, steps)
+    return {
+        "run": run.name,
+        "at": at,
+        "steps": len(per_step),
+        "prompts_per_step": n,
+        "k": config.num_generations,
+        "replicates": REPLICATES,
+        "seconds": seconds,
+        "rows": summary_rows(per_step),
+        "per_step": per_step,
+    }
