@@ -144,7 +144,7 @@ def evaluate(
         },
         "kl_trained_vs_base": kl,
         "judges": judges,
-        "collapse_warning": collapse_warning(judges["trained"]),
+        "collapse_warning": collapse_warning(judges["trained"], judges["base"]),
         "base_rewards": base["reward"],
         "trained_rewards": trained["reward"],
         "samples": [

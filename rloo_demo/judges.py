@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 DISTINCT_2_MIN = 0.25  # below this share of unique bigrams, the samples say the same few things
 REPETITION_MAX = 0.5  # above this share of repeated bigrams within a sample, it is stuck in a loop
+PERPLEXITY_RATIO_MAX = 3.0  # trained samples this many times more perplexing to the base than its own samples
 COLLAPSE_WARNING = "the completions have collapsed into repetition"
 
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -61,17 +62,32 @@ def judge_texts(texts: Sequence[str]) -> dict[str, float | None]:
     return {"distinct_2": distinct_n(texts, 2), "repetition": repetition_rate(texts, 2)}
 
 
-def collapse_warning(judges: dict) -> str | None:
-    """A plain sentence when the samples are repetitive (or None): which judge crossed which threshold."""
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def collapse_warning(judges: dict, base: dict | None = None) -> str | None:
+    """A plain sentence when the samples are repetitive, or (given the base model's own samples' judges) far less
+    likely to the base model than its own text; None when neither threshold is crossed."""
     reasons = []
     distinct, repetition = judges.get("distinct_2"), judges.get("repetition")
-    if isinstance(distinct, int | float) and distinct < DISTINCT_2_MIN:
+    if _number(distinct) and distinct < DISTINCT_2_MIN:
         reasons.append(f"distinct-2 {distinct:.2f} < {DISTINCT_2_MIN:g}")
-    if isinstance(repetition, int | float) and repetition > REPETITION_MAX:
+    if _number(repetition) and repetition > REPETITION_MAX:
         reasons.append(f"repetition {repetition:.2f} > {REPETITION_MAX:g}")
-    if not reasons:
+    sentences = []
+    if reasons:
+        sentences.append(f"Warning: {COLLAPSE_WARNING} ({'; '.join(reasons)}).")
+    ppl, own = judges.get("base_perplexity"), (base or {}).get("base_perplexity")
+    if _number(ppl) and _number(own) and own > 0 and ppl > PERPLEXITY_RATIO_MAX * own:
+        lead = "Also" if sentences else "Warning:"
+        sentences.append(
+            f"{lead} the base model finds the trained samples {ppl / own:.0f} times more perplexing than its own "
+            f"(perplexity {ppl:.0f} vs {own:.0f} per token): they no longer read like its language."
+        )
+    if not sentences:
         return None
-    return f"Warning: {COLLAPSE_WARNING} ({'; '.join(reasons)}). The reward and the classifier may not notice."
+    return " ".join(sentences) + " The reward and the classifier may not notice."
 
 
 def base_perplexity(base_model, tokenizer, prompts: Sequence[str], completion_ids: Sequence[list[int]]) -> float | None:

@@ -43,8 +43,10 @@ import torch
 from rloo_demo.advantages import ESTIMATORS, leave_one_out_advantages
 
 REPLICATES = 5  # the step's batch and 4 fresh ones: the reference for each is 4x the step's completions
-# One measurement costs about this many training steps of the same run (scripts/bench_engine.py --variance-every;
-# measured on the default run: 4 extra batches to sample and score, one backward pass per completion of all 5)
+# One measurement costs about this many training steps of the same run: 4 extra batches to sample and score, and one
+# backward pass per completion of all 5 (scripts/bench_engine.py --variance-every 10 --max-steps 30 --no-eval: 7.75 on
+# the default run). Every N steps the meter so adds about METER_COST_STEPS / N to the training time: N >= 55 keeps it
+# under 15% (the public limit, rloo_demo.limits).
 METER_COST_STEPS = 8.0
 MAX_METER_FLOATS = 2**28  # accumulators of (estimators + 1) x R x parameters floats: 1 GiB; beyond, the meter skips
 METRIC_PREFIXES = ("variance/", "cosine/", "noise_to_signal/")
@@ -143,13 +145,13 @@ def meter_statistics(estimates: torch.Tensor, references: torch.Tensor | None, e
 
 
 def is_measured(step: int, every: int) -> bool:
-    """The meter measures steps 1, 1 + every, 1 + 2·every, ... (the first step shows the base policy)."""
-    return every > 0 and (step - 1) % every == 0
+    """The meter measures steps every, 2·every, ... (so a run's share of meter time never exceeds the average)."""
+    return every > 0 and step % every == 0
 
 
 def measurements(max_steps: int, every: int) -> int:
     """How many steps of a run the meter measures."""
-    return (max_steps - 1) // every + 1 if every > 0 and max_steps > 0 else 0
+    return max_steps // every if every > 0 and max_steps > 0 else 0
 
 
 def metrics_record(stats: dict, seconds: float, samples: int) -> dict[str, float]:
@@ -352,8 +354,8 @@ def fits_in_memory(num_params: int, replicates: int = REPLICATES) -> bool:
 
 
 class TrainingMeter:
-    """A batch observer for ``CapturingRLOOTrainer.batch_observers``: measures on steps 1, 1 + every, 1 + 2·every,
-    ... and returns the metrics to log with the step (``variance/<e>``, ``cosine/<e>``, ...).
+    """A batch observer for ``CapturingRLOOTrainer.batch_observers``: measures on steps every, 2·every, ... and
+    returns the metrics to log with the step (``variance/<e>``, ``cosine/<e>``, ...).
 
     It runs inside the trainer's batch preparation, on the training thread: after the batch is scored and before
     the loss, so never while the optimiser changes the weights, and it leaves the parameters' ``.grad`` and torch's

@@ -116,6 +116,14 @@ def test_collapse_warning_thresholds():
     assert collapse_warning({"distinct_2": DISTINCT_2_MIN - 0.01, "repetition": 0.0}) is not None
     assert collapse_warning({"distinct_2": 0.9, "repetition": REPETITION_MAX + 0.01}) is not None
     assert collapse_warning({"distinct_2": None, "repetition": None}) is None
+    # the base model's perplexity of the trained samples against that of its own (measured: 178 vs 135 for the
+    # default run, 2234 vs 135 at beta = 0)
+    healthy = {"distinct_2": 0.82, "repetition": 0.01, "base_perplexity": 178.0}
+    assert collapse_warning(healthy, {"base_perplexity": 135.0}) is None
+    drifted = collapse_warning(healthy | {"base_perplexity": 2234.0}, {"base_perplexity": 135.0})
+    assert drifted.startswith("Warning: the base model finds the trained samples 17 times more perplexing")
+    both = collapse_warning(judge_texts(COLLAPSED) | {"base_perplexity": 2234.0}, {"base_perplexity": 135.0})
+    assert COLLAPSE_WARNING in both and "Also the base model" in both
 
 
 # --- pre-run checks and the new settings --------------------------------------------------------------------------

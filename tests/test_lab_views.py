@@ -190,7 +190,7 @@ def test_public_server_refuses_a_meter_that_would_cost_more_than_its_budget(tmp_
     try:
         with pytest.raises(Exception, match="variance_every"):
             controller.parse_settings({"variance_every": 1})
-        assert controller.parse_settings({"variance_every": PUBLIC.min_variance_every}).variance_every == 50
+        assert controller.parse_settings({"variance_every": PUBLIC.min_variance_every}).variance_every == 55
         assert controller.parse_settings({"estimator": "grpo"}).estimator == "grpo"
         estimate = controller.estimate(
             {
@@ -206,9 +206,9 @@ def test_public_server_refuses_a_meter_that_would_cost_more_than_its_budget(tmp_
                 "temperature": 1.0,
                 "seed": 0,
                 "lora_r": 8,
-                "variance_every": 50,
+                "variance_every": 55,
             }
         )
-        assert "Gradient-variance meter: 3 measurement(s)" in estimate and "K = 2" in estimate
+        assert "Gradient-variance meter: 2 measurement(s)" in estimate and "K = 2" in estimate
     finally:
         controller.close()

@@ -581,7 +581,7 @@ class Controller:
                 ids = [s["token_ids"] for s in samples]
                 judged["base_perplexity"] = base_perplexity(base, tok, [prompt] * len(ids), ids)
                 out["judges"][label] = judged
-            out["collapse_warning"] = collapse_warning(out["judges"]["trained"])
+            out["collapse_warning"] = collapse_warning(out["judges"]["trained"], out["judges"]["base"])
         return out
 
     def evaluate(self, name, num_prompts, seed, caller: Caller, progress=None, samples_per_prompt: int = 1) -> dict:
