@@ -41,10 +41,7 @@ from pathlib import Path
 from rloo_demo.config import ESTIMATOR_CHOICES, RunConfig, atomic_write_text
 
 ARENA_FILE = re.compile(r"arena-[0-9]{8}-[0-9]{6}\.json")
-PPO_NOTE = (
-    "ppo (not run): policy + reference + reward + a value network of about the policy's size; TRL 1.16 removed "
-    "PPOTrainer (PR #7020), so this row is quoted from the literature, not measured"
-)
+PPO_NOTE = "quoted from the literature, TRL 1.16 removed PPOTrainer (PR #7020)"
 BETA_NOTE = "β enters RLOO's (and REINFORCE's) reward, but GRPO's loss (a per-token k3 KL term)."
 
 
@@ -142,7 +139,11 @@ def markdown_table(rows: Sequence[dict], settings: str = "") -> str:
             f"{_fmt(r.get('repetition'), '.2f')}{collapsed} | {_fmt(r.get('step_seconds'), '.2f')} | "
             f"{_fmt(r.get('peak_rss_mb'), '.0f')} | {models_text(r.get('models'))} |"
         )
-    lines.append(f"| {PPO_NOTE} | – | – | – | – | – | – | – | policy + reference + reward + value network |")
+    policy = next((r["models"].get("policy") for r in rows if r.get("models")), None)
+    lines.append(
+        f"| ppo (not run) | – | – | – | – | – | – | – | policy + reference + reward + a value network of about the "
+        f"policy's size ({_params(policy)}): {PPO_NOTE} |"
+    )
     lines += ["", BETA_NOTE]
     return "\n".join(lines)
 
@@ -214,6 +215,8 @@ def run_arena(
                     ]
                     if max_seconds is not None:
                         train += ["--max-seconds", str(max_seconds)]
+                    if estimator == "grpo":  # the meter measures RLOO's captured batch; GRPO runs go without it
+                        train += ["--variance-every", "0"]
                     code, rss = _run(train, log)
                     if code != 0:
                         echo(f"[arena] {name} failed (exit {code}); see {log_path}")

@@ -212,7 +212,8 @@ def _remove_if_empty(folder) -> None:
 
 
 def build_trainer(config: RunConfig, state: RunState, progress: bool = False, stop_file: str | None = None):
-    """A ``CapturingRLOOTrainer`` wired to the run folder, the metrics channel, stop and the weights lock."""
+    """The run's trainer (``CapturingRLOOTrainer``, or another estimator's: ``rloo_demo.trainers``) wired to the run
+    folder, the metrics channel, stop, the weights lock and, if asked for, the gradient-variance meter."""
     import tempfile
 
     from rloo_demo.capture import CapturingRLOOTrainer

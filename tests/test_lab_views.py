@@ -159,6 +159,7 @@ def test_summary_table_has_one_row_per_estimator_and_the_required_columns():
         assert column in header
     assert "policy 1.35M + reference 1.35M (separate copy)" in table
     assert PPO_NOTE in table and BETA_NOTE in table and "(2 collapsed)" in table
+    assert "| ppo (not run) |" in table and "value network of about the policy's size (1.35M)" in table
 
 
 # --- controller doors --------------------------------------------------------------------------------------------
