@@ -72,3 +72,84 @@ def batch_advantages(rewards: Sequence[float], k: int, normalize_advantages: boo
     raw = [r - b for r, b in zip(rewards, baselines, strict=True)]
     final = normalize(raw) if normalize_advantages else raw
     return {"baselines": baselines, "raw_advantages": raw, "advantages": final}
+
+
+# ----------------------------------------------------------------------------- what if: other baselines
+
+# Why leave-one-out? The same rewards, turned into advantages by the estimators RLOO is usually compared with. Each
+# function takes a flat, prompt-major batch of rewards and the group size K, and returns one advantage per
+# completion. ``rloo_demo.variance`` weights each completion's score-function gradient by these numbers, so the
+# what-if table and the gradient-variance meter share one definition of every estimator.
+
+
+def group_means(rewards: Sequence[float], k: int) -> list[float]:
+    """For each completion, the mean reward of its whole group (itself included)."""
+    return [math.fsum(g) / len(g) for g in group(rewards, k) for _ in g]
+
+
+def _sample_std(values: Sequence[float]) -> float:
+    """The standard deviation with Bessel's correction (n - 1), as TRL's ``nanstd``."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+
+
+def rloo_advantages(rewards: Sequence[float], k: int) -> list[float]:
+    """RLOO: ``r_i`` minus the mean of its K-1 siblings (what this app's trainer uses)."""
+    return [a for g in group(rewards, k) for a in leave_one_out_advantages(g)]
+
+
+def grpo_advantages(rewards: Sequence[float], k: int, eps: float = NORMALIZE_EPS) -> list[float]:
+    """GRPO: ``(r_i - group mean) / (group std + eps)``, as TRL's ``GRPOConfig(scale_rewards="group")``."""
+    out = []
+    for g in group(rewards, k):
+        mean, std = math.fsum(g) / len(g), _sample_std(g)
+        out += [(r - mean) / (std + eps) for r in g]
+    return out
+
+
+def dr_grpo_advantages(rewards: Sequence[float], k: int) -> list[float]:
+    """Dr. GRPO: ``r_i - group mean``, no division by the std (TRL's ``scale_rewards="none"``). The mean includes
+    ``r_i`` itself, so this is exactly ``(K-1)/K`` times the leave-one-out advantage."""
+    return [r - m for r, m in zip(rewards, group_means(rewards, k), strict=True)]
+
+
+def reinforce_pp_advantages(rewards: Sequence[float], k: int, eps: float = NORMALIZE_EPS) -> list[float]:
+    """REINFORCE++: the rewards normalised over the whole batch, ``(r_i - batch mean) / (batch std + eps)``; the
+    arithmetic of TRL's ``normalize_advantages=True``, applied to the rewards instead of to RLOO's advantages."""
+    return normalize(rewards, eps)
+
+
+def batch_mean_advantages(rewards: Sequence[float], k: int) -> list[float]:
+    """A batch-mean baseline: ``r_i - mean of every reward in the batch``, whatever the prompt."""
+    mean = math.fsum(rewards) / len(rewards)
+    return [r - mean for r in rewards]
+
+
+def reinforce_advantages(rewards: Sequence[float], k: int) -> list[float]:
+    """Plain REINFORCE: no baseline, ``A_i = r_i``."""
+    return [float(r) for r in rewards]
+
+
+ESTIMATORS = {
+    "rloo": rloo_advantages,
+    "grpo": grpo_advantages,
+    "dr_grpo": dr_grpo_advantages,
+    "reinforce_pp": reinforce_pp_advantages,
+    "batch_mean": batch_mean_advantages,
+    "reinforce": reinforce_advantages,
+}
+
+ESTIMATOR_NOTES = {
+    "rloo": "r − mean of the K−1 siblings (what the trainer used)",
+    "grpo": "(r − group mean) / group std (TRL GRPO, scale_rewards='group')",
+    "dr_grpo": "r − group mean, no std (scale_rewards='none')",
+    "reinforce_pp": "(r − batch mean) / batch std (REINFORCE++)",
+    "batch_mean": "r − mean of the whole batch",
+    "reinforce": "r, no baseline",
+}
+
+
+def what_if(rewards: Sequence[float], k: int) -> dict[str, list[float]]:
+    """Every estimator's advantages for the same flat, prompt-major batch of rewards."""
+    return {name: fn(rewards, k) for name, fn in ESTIMATORS.items()}

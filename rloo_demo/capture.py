@@ -16,22 +16,34 @@ From 1 and 2 it forms the shaped rewards exactly as TRL does (weighted sum, minu
 ``logp - logp_ref``), and the baselines with ``rloo_demo.advantages``. It then checks that this arithmetic gives
 TRL's advantages, and records TRL's advantages (not its own). A mismatch means that TRL's algorithm changed; it is
 recorded in each group as ``parity_error`` rather than hidden.
+
+Each step it also logs what TRL does not (``rloo_demo.diagnostics``): the three KL estimators of every completion
+(k1, TRL's, shapes the reward; k2 and k3 are >= 0), the share of groups whose raw scores are all equal, and the
+judges of the text (distinct-2, repetition). ``batch_observers`` (the gradient-variance meter) see each training
+batch after it is recorded and may add metrics of their own. Two subclass hooks, ``_baselines`` and
+``_replace_advantages``, let ``rloo_demo.trainers`` remove the baseline (plain REINFORCE) without patching TRL.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
 from trl import RLOOTrainer
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
+from rloo_demo.diagnostics import kl_estimators, step_diagnostics
 
 RolloutSink = Callable[[int, list[dict]], None]
+# trainer, the batch TRL returned -> metrics to log for this step (or None)
+BatchObserver = Callable[["CapturingRLOOTrainer", dict], dict[str, float] | None]
 
 
 class CapturingRLOOTrainer(RLOOTrainer):
     """``RLOOTrainer`` that hands each scored batch, grouped by prompt, to ``rollout_sink(step, groups)``."""
+
+    baseline_kind = "leave-one-out"  # recorded in every group; "none" for plain REINFORCE (rloo_demo.trainers)
 
     def __init__(self, *args, rollout_sink: RolloutSink | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -39,6 +51,7 @@ class CapturingRLOOTrainer(RLOOTrainer):
         self._capture: dict | None = None
         self.last_rollouts: list[dict] = []
         self.last_completion_ids: torch.Tensor | None = None  # local rows, for parity tests
+        self.batch_observers: list[BatchObserver] = []
 
     # 1. raw rewards and texts
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -66,18 +79,35 @@ class CapturingRLOOTrainer(RLOOTrainer):
             self._capture = None
         if self.model.training:
             self._record(captured, output)
+            for observe in self.batch_observers:
+                self._log_step_metrics(observe(self, output) or {})
         return output
+
+    def _log_step_metrics(self, metrics: dict[str, float]) -> None:
+        """Add numbers to this step's log record (TRL averages each key's values over the step)."""
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(float(value))
+
+    def _baselines(self, rewards: list[float]) -> list[float]:
+        """The baseline of each completion of one group (RLOO: the mean of its siblings)."""
+        return leave_one_out_baselines(rewards)
+
+    def _replace_advantages(self, output: dict, shaped: list[float]) -> None:
+        """Change the advantages the loss will see, given the whole batch's shaped rewards (RLOO: keep TRL's)."""
 
     def _record(self, cap: dict, output: dict) -> None:
         acc = self.accelerator
         mask = output["completion_mask"].float()
+        kl_k2 = kl_k3 = None
         if self.beta != 0.0:
             policy_logps, ref_logps = cap["logps"][0], cap["logps"][1]
             local_kl = ((policy_logps - ref_logps) * mask).sum(-1)
+            _, local_k2, local_k3 = kl_estimators(policy_logps - ref_logps, mask)
+            kl_k2 = acc.gather(local_k2).float().cpu().tolist()
+            kl_k3 = acc.gather(local_k3).float().cpu().tolist()
         else:
             local_kl = torch.zeros(mask.size(0), device=mask.device)
         kl = acc.gather(local_kl).float().cpu().tolist()
-        advantages = acc.gather(output["advantages"].detach().float()).cpu().tolist()
         lengths = acc.gather(mask.sum(-1)).cpu().tolist()
         prompts = cap["prompts"]
         completions = cap["completions"]
@@ -94,6 +124,8 @@ class CapturingRLOOTrainer(RLOOTrainer):
         if self.reward_clip_range:
             weighted = weighted.clamp(min=self.reward_clip_range[0], max=self.reward_clip_range[1])
         shaped = (weighted - self.beta * torch.tensor(kl)).tolist()
+        self._replace_advantages(output, shaped)
+        advantages = acc.gather(output["advantages"].detach().float()).cpu().tolist()
 
         k = self.num_generations
         names = list(self.reward_func_names)
@@ -101,7 +133,7 @@ class CapturingRLOOTrainer(RLOOTrainer):
         groups = []
         for g, rewards in enumerate(group(shaped, k)):
             rows = range(g * k, (g + 1) * k)
-            baselines = leave_one_out_baselines(rewards)
+            baselines = self._baselines(rewards)
             completions_out = []
             for j, i in enumerate(rows):
                 completions_out.append(
@@ -131,6 +163,15 @@ class CapturingRLOOTrainer(RLOOTrainer):
             }
             groups.append(entry)
         _check_parity(groups, self.normalize_advantages)
+        started = time.perf_counter()
+        for g in groups:
+            g["baseline_kind"] = self.baseline_kind
+        if kl_k2 is not None:
+            for c, k2, k3 in zip((c for g in groups for c in g["completions"]), kl_k2, kl_k3, strict=True):
+                c["kl_k2"], c["kl_k3"] = float(k2), float(k3)
+        diagnostics = step_diagnostics(groups)
+        diagnostics["diagnostics/seconds"] = time.perf_counter() - started
+        self._log_step_metrics(diagnostics)
         self.last_rollouts = groups
         if self.rollout_sink is not None and acc.is_main_process:
             self.rollout_sink(step, groups)
@@ -151,4 +192,4 @@ def _check_parity(groups: list[dict], normalized: bool) -> None:
             g["normalization"] = {"mean": mean, "std": std, "eps": NORMALIZE_EPS}
 
 
-__all__ = ["CapturingRLOOTrainer", "RolloutSink"]
+__all__ = ["BatchObserver", "CapturingRLOOTrainer", "RolloutSink"]

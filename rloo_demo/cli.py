@@ -1,9 +1,12 @@
-"""Command line: ``python -m rloo_demo train | evaluate | infer`` (the tutorial's three scripts in one).
+"""Command line: ``python -m rloo_demo train | evaluate | infer`` (the tutorial's three scripts in one), and the
+estimator lab: ``variance`` and ``arena`` (why a leave-one-out baseline?).
 
     python -m rloo_demo train                                  # the embedded defaults, about a minute on 2 cores
     python -m rloo_demo train --config run.yaml --max-steps 50 # a config file, with flags on top
     python -m rloo_demo evaluate --run runs/<name>             # base vs trained on held-out prompts
     python -m rloo_demo infer --run runs/<name> --prompt "This movie was"
+    python -m rloo_demo variance --run runs/<name> --steps 5   # gradient variance of every estimator, as a table
+    python -m rloo_demo arena --estimators rloo grpo reinforce --seeds 3   # paired runs, summary table
 
 ``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (README, "Scaling out"):
 
@@ -97,6 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
     inf.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
     inf.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling threshold (default: 0.95)")
     inf.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+
+    va = sub.add_parser("variance", help="gradient variance and cosine to a 4x reference of every estimator")
+    va.add_argument("--run", required=True, help="a run folder (its settings, rewards and policy are used)")
+    va.add_argument("--steps", type=int, default=5, help="batches of training prompts to measure (default: 5)")
+    va.add_argument("--at", choices=["trained", "base"], default="trained", help="which policy (default: trained)")
+    va.add_argument("--seed", type=int, default=0, help="sampling seed of the replicates (default: 0)")
+    va.add_argument("--json", action="store_true", help="print the full result as JSON instead of the table")
+
+    ar = sub.add_parser("arena", help="paired runs of several estimators on the same settings and seeds")
+    ar.add_argument(
+        "--estimators",
+        nargs="+",
+        default=["rloo", "grpo", "reinforce"],
+        metavar="E",
+        help="estimators to train: rloo, grpo, reinforce (default: all three)",
+    )
+    ar.add_argument("--seeds", type=int, default=3, help="runs per estimator, seeds seed..seed+n-1 (default: 3)")
+    ar.add_argument("--max-steps", type=int, default=None, help="steps per run (default: the config's, 150)")
+    ar.add_argument("--output-dir", default="runs", help="runs folder for the runs and the summary (default: runs)")
+    ar.add_argument("--config", help="YAML or JSON file with the shared RunConfig settings (default: the defaults)")
+    ar.add_argument("--eval-prompts", type=int, default=64, help="held-out prompts per evaluation (default: 64)")
+    ar.add_argument("--max-seconds", type=float, default=None, help="compute budget per run, as train's flag")
     return parser
 
 
@@ -113,6 +138,10 @@ def cmd_train(args) -> int:
     from rloo_demo.training import RunState, train
 
     config = config_from_args(args).validate()
+    from rloo_demo.prechecks import prerun_warnings
+
+    for warning in prerun_warnings(config):  # settings that run but teach little: said before any model loads
+        print(f"warning: {warning}", file=sys.stderr)
     if args.max_seconds is not None:
         as_float("--max-seconds", args.max_seconds, 1.0, 1e9)
     state = RunState(config, budget_seconds=args.max_seconds)
@@ -214,13 +243,70 @@ def cmd_infer(args) -> int:
     return 0
 
 
+def cmd_variance(args) -> int:
+    from rloo_demo.runs import open_run
+    from rloo_demo.variance import markdown_table, measure_run
+
+    as_int("--steps", args.steps, 1, 1000)
+    as_int("--seed", args.seed, 0, 2**32 - 1)
+    run = open_run(args.run)
+
+    def progress(done, total):
+        print(f"measured {done}/{total} batches", file=sys.stderr)
+
+    result = measure_run(run, args.steps, args.at, args.seed, progress=progress)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"Gradient variance on {result['run']} ({result['at']} policy): {result['steps']} batches of "
+        f"{result['prompts_per_step']} prompts x K={result['k']}, {result['replicates']} replicates each "
+        f"(reference: {result['replicates'] - 1}x the batch), {result['seconds']:.0f} s"
+    )
+    print()
+    print(markdown_table(result["rows"]))
+    return 0
+
+
+def cmd_arena(args) -> int:
+    from rloo_demo.arena import arena_estimators, run_arena
+
+    estimators = arena_estimators(args.estimators)
+    as_int("--seeds", args.seeds, 1, 100)
+    as_int("--eval-prompts", args.eval_prompts, 1, 100_000)
+    base = RunConfig.load(args.config) if args.config else RunConfig()
+    if args.max_steps is not None:
+        base.max_steps = as_int("--max-steps", args.max_steps, 1, 10**6)
+    if args.max_seconds is not None:
+        as_float("--max-seconds", args.max_seconds, 1.0, 1e9)
+    base.output_dir, base.run_name = args.output_dir, None
+    base.validate()
+    summary = run_arena(
+        base,
+        estimators,
+        args.seeds,
+        args.output_dir,
+        args.eval_prompts,
+        args.max_seconds,
+        echo=lambda line: print(line, file=sys.stderr),
+    )
+    print(summary["markdown"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad flag (already reported in one line)
         return exc.code if isinstance(exc.code, int) else 2
-    handler = {"train": cmd_train, "evaluate": cmd_evaluate, "infer": cmd_infer}[args.command]
+    handler = {
+        "train": cmd_train,
+        "evaluate": cmd_evaluate,
+        "infer": cmd_infer,
+        "variance": cmd_variance,
+        "arena": cmd_arena,
+    }[args.command]
     try:
         return handler(args)
     except UserError as exc:

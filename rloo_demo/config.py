@@ -43,6 +43,7 @@ RUN_NAME_RULE = "use 1 to 100 of A-Z a-z 0-9 . _ -, not starting with '.'"
 _RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _NAME = re.compile(r"[A-Za-z0-9_.]{1,100}")
 TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to name -> module
+ESTIMATOR_CHOICES = ("rloo", "reinforce", "grpo")  # RunConfig.estimator; the trainers are in rloo_demo.trainers
 
 
 def is_valid_run_name(name) -> bool:
@@ -152,6 +153,18 @@ class RunConfig:
     top_p: float = _f(1.0, "nucleus sampling threshold during training (1 = off)")
     seed: int = _f(42, "random seed for sampling, prompt order and initialisation")
 
+    # --- why leave-one-out? (README "Experiments"; rloo_demo.trainers, rloo_demo.variance)
+    estimator: str = _f(
+        "rloo",
+        "rloo (this trainer), reinforce (the same trainer without a baseline: A = r) or grpo (TRL's GRPOTrainer: "
+        "A = (r - group mean) / group std, beta in the loss instead of the reward)",
+    )
+    variance_every: int = _f(
+        0,
+        "gradient-variance meter: every N steps, measure each estimator's gradient variance and cosine to a 4x "
+        "reference on the step's prompts (0 = off; rloo and reinforce runs)",
+    )
+
     # --- bigger models
     use_lora: bool = _f(False, "train a LoRA adapter (PEFT) instead of all weights; the reference is the base model")
     lora_r: int = _f(8, "LoRA rank")
@@ -230,6 +243,12 @@ class RunConfig:
             p["temperature"] = f"must be in (0, 10], not {self.temperature!r}"
         if ok("top_p") and not 0 < self.top_p <= 1:
             p["top_p"] = f"must be in (0, 1], not {self.top_p!r}"
+        if ok("estimator") and self.estimator not in ESTIMATOR_CHOICES:
+            p["estimator"] = f"unknown estimator {_short_repr(self.estimator)}; use {', '.join(ESTIMATOR_CHOICES)}"
+        if ok("variance_every") and self.variance_every < 0:
+            p["variance_every"] = f"must be 0 (off) or a number of steps, not {self.variance_every!r}"
+        elif ok("variance_every", "estimator") and self.variance_every and self.estimator == "grpo":
+            p["variance_every"] = "the meter measures on RLOO's captured batch: use it with estimator rloo or reinforce"
         if ok("rewards"):
             self._reward_problems(p)
         if ok("prompt_template") and self.prompt_template not in TEMPLATES:

@@ -8,16 +8,22 @@ held-out scorer.
 The difference of the trained reward's means comes with a 95% paired bootstrap interval over prompts. ``kl`` is a
 Monte-Carlo estimate of KL(trained || base) per completion: the mean over trained samples of
 ``log p_trained(y) - log p_base(y)``.
+
+Reward models can be fooled together (README: at beta = 0 both score "great great great …" as glowing), so the
+text itself is judged too (``rloo_demo.judges``): distinct-2 and the repetition rate of each model's samples, and
+the base model's per-token perplexity of them, with a plain warning when the trained samples have collapsed.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
 
 from rloo_demo.config import RunConfig
 from rloo_demo.data import prompt_dataset
+from rloo_demo.judges import collapse_warning, judge_texts
 from rloo_demo.rewards import WeightedReward, build_reward
 from rloo_demo.sampling import sample, sequence_logprob
 
@@ -104,10 +110,20 @@ def evaluate(
         for i in range(len(prompts))
     ]
     lo, hi = bootstrap_interval(diffs, seed=seed)
+    # log p_base of every sample: the KL's second term for the trained samples, and the judges' perplexity
+    base_logps = {
+        label: [sequence_logprob(base_model, tokenizer, p, y) for p, y in zip(m["prompts"], m["ids"], strict=True)]
+        for label, m in per_model.items()
+    }
     kl = statistics.fmean(
-        sequence_logprob(trained_model, tokenizer, p, y) - sequence_logprob(base_model, tokenizer, p, y)
-        for p, y in zip(trained["prompts"], trained["ids"], strict=True)
+        sequence_logprob(trained_model, tokenizer, p, y) - lp_base
+        for p, y, lp_base in zip(trained["prompts"], trained["ids"], base_logps["trained"], strict=True)
     )
+    judges = {}
+    for label, m in per_model.items():
+        tokens = sum(len(y) for y in m["ids"])
+        judges[label] = judge_texts(m["texts"])
+        judges[label]["base_perplexity"] = math.exp(-sum(base_logps[label]) / tokens) if tokens else None
     functions = list(trained["scores"])
     return {
         "num_prompts": len(prompts),
@@ -127,6 +143,8 @@ def evaluate(
             for name in functions
         },
         "kl_trained_vs_base": kl,
+        "judges": judges,
+        "collapse_warning": collapse_warning(judges["trained"], judges["base"]),
         "base_rewards": base["reward"],
         "trained_rewards": trained["reward"],
         "samples": [
@@ -149,6 +167,7 @@ def format_report(result: dict) -> str:
         tag = "held-out scorer" if name in result["heldout_scorers"] else "trained on"
         lines.append(f"  {name:<24} base {m['base']:+.4f}  trained {m['trained']:+.4f}  ({tag})")
     lines.append(f"kl_trained_vs_base={result['kl_trained_vs_base']:.3f} nats per completion")
+    lines += judges_lines(result)
     lines.append("")
     lines.append("Sample completions (same prompt, same seed):")
     for s in result["samples"][:4]:
@@ -156,3 +175,26 @@ def format_report(result: dict) -> str:
         lines.append(f"  base   : {s['base']}")
         lines.append(f"  trained: {s['trained']}")
     return "\n".join(lines)
+
+
+def judges_lines(result: dict) -> list[str]:
+    """The text judges of both models' samples, and the collapse warning if the trained samples crossed it."""
+    judges = result.get("judges")
+    if not isinstance(judges, dict) or "base" not in judges or "trained" not in judges:
+        return []
+
+    def fmt(value, spec):
+        return format(value, spec) if isinstance(value, int | float) else "–"
+
+    lines = [
+        "judges of the text (the reward models cannot be fooled here):",
+        f"  distinct-2       base {fmt(judges['base'].get('distinct_2'), '.3f')}  "
+        f"trained {fmt(judges['trained'].get('distinct_2'), '.3f')}  (share of unique word bigrams)",
+        f"  repetition       base {fmt(judges['base'].get('repetition'), '.3f')}  "
+        f"trained {fmt(judges['trained'].get('repetition'), '.3f')}  (share of bigrams repeated within a sample)",
+        f"  base perplexity  base {fmt(judges['base'].get('base_perplexity'), '.1f')}  "
+        f"trained {fmt(judges['trained'].get('base_perplexity'), '.1f')}  (per token, under the base model)",
+    ]
+    if result.get("collapse_warning"):
+        lines.append(result["collapse_warning"])
+    return lines

@@ -45,6 +45,7 @@ class Limits:
     max_lora_alpha: int = 1024  # RLOO_MAX_LORA_ALPHA
     max_run_seconds: float | None = None  # RLOO_MAX_RUN_SECONDS: compute budget; the run stops itself at a step
     abandon_seconds: float | None = None  # RLOO_ABANDON_SECONDS: stop a run whose starting page is gone this long
+    min_variance_every: int = 1  # RLOO_MIN_VARIANCE_EVERY: fewest steps between two gradient-variance measurements
     # --- sampling (Compare, Evaluate)
     max_compare_samples: int = 32  # RLOO_MAX_COMPARE_SAMPLES
     max_compare_tokens: int = 256  # RLOO_MAX_COMPARE_TOKENS
@@ -111,6 +112,11 @@ class Limits:
         cap("prompt_words", config.prompt_words, self.max_prompt_words, "prompt words")
         cap("lora_r", config.lora_r, self.max_lora_r, "as LoRA rank")
         cap("lora_alpha", config.lora_alpha, self.max_lora_alpha, "as LoRA alpha")
+        if "variance_every" not in skip and 0 < config.variance_every < self.min_variance_every:
+            p["variance_every"] = (
+                f"this server measures the gradient variance at most every {self.min_variance_every} steps "
+                "(each measurement costs several training steps); use 0 (off) or at least that"
+            )
         if not self.public:
             return p
         if "policy" not in skip and config.policy.strip() not in (EMBEDDED_POLICY, *self.allowed_models):
@@ -188,6 +194,7 @@ PUBLIC = Limits(
     max_lora_alpha=128,
     max_run_seconds=300,
     abandon_seconds=120,
+    min_variance_every=55,
     max_compare_samples=8,
     max_compare_tokens=64,
     max_prompt_chars=500,
@@ -211,6 +218,7 @@ ENV_NAMES = {
     "max_lora_alpha": "RLOO_MAX_LORA_ALPHA",
     "max_run_seconds": "RLOO_MAX_RUN_SECONDS",
     "abandon_seconds": "RLOO_ABANDON_SECONDS",
+    "min_variance_every": "RLOO_MIN_VARIANCE_EVERY",
     "max_compare_samples": "RLOO_MAX_COMPARE_SAMPLES",
     "max_compare_tokens": "RLOO_MAX_COMPARE_TOKENS",
     "max_prompt_chars": "RLOO_MAX_PROMPT_CHARS",

@@ -100,6 +100,7 @@ def make_classifier_reward(model: str = EMBEDDED_CLASSIFIER, name: str | None = 
         return [signed_label_score(r) for r in results]
 
     reward.__name__ = name or "sentiment_classifier"
+    reward.model_folder = folder  # which classifier it loads (rloo_demo.trainers.models_held counts its parameters)
     return reward
 
 

@@ -26,27 +26,20 @@ def _filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sample(
+def sample_token_ids(
     model,
-    tokenizer,
-    prompt: str,
-    num_samples: int = 1,
-    max_new_tokens: int = 24,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    seed: int = 0,
-) -> list[dict]:
-    """``num_samples`` completions of ``prompt``: ``[{"text", "token_ids"}]``, stopping each at EOS."""
+    prompt_ids: list[int],
+    num_samples: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator,
+    eos_token_id: int | None,
+) -> list[list[int]]:
+    """``num_samples`` completions (token ids) of one tokenised prompt, drawn with ``generator``. A completion that
+    ends keeps its EOS token, as TRL's completions do (it is part of the action); nothing after it is kept."""
     device = next(model.parameters()).device
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    ids = tokenizer(prompt, return_tensors="pt").input_ids
-    if ids.size(1) == 0:
-        ids = torch.tensor([[tokenizer.bos_token_id or tokenizer.eos_token_id]])
-    max_ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", 2048)
-    if max_new_tokens >= max_ctx:
-        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
-    ids = ids[:, -(max_ctx - max_new_tokens) :].repeat(num_samples, 1).to(device)
-    eos = tokenizer.eos_token_id
+    ids = torch.tensor([prompt_ids], dtype=torch.long).repeat(num_samples, 1).to(device)
     done = torch.zeros(num_samples, dtype=torch.bool)
     out = torch.empty(num_samples, 0, dtype=torch.long)
     past, step_input = None, ids
@@ -58,20 +51,47 @@ def sample(
             past = result.past_key_values
             logits = result.logits[:, -1, :].float().cpu() / max(temperature, 1e-6)
             probs = _filter_top_p(logits, top_p).softmax(-1)
-            token = torch.multinomial(probs, 1, generator=gen).squeeze(1)
-            token[done] = eos if eos is not None else token[done]
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            token[done] = eos_token_id if eos_token_id is not None else token[done]
             out = torch.cat([out, token[:, None]], dim=1)
-            if eos is not None:
-                done |= token == eos
+            if eos_token_id is not None:
+                done |= token == eos_token_id
                 if bool(done.all()):
                     break
             step_input = token[:, None].to(device)
     finally:
         model.train(was_training)
+    rows = out.tolist()
+    if eos_token_id is not None:
+        rows = [row[: row.index(eos_token_id) + 1] if eos_token_id in row else row for row in rows]
+    return rows
+
+
+@torch.no_grad()
+def sample(
+    model,
+    tokenizer,
+    prompt: str,
+    num_samples: int = 1,
+    max_new_tokens: int = 24,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+) -> list[dict]:
+    """``num_samples`` completions of ``prompt``: ``[{"text", "token_ids"}]``, stopping each at EOS (not kept)."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    if ids.size(1) == 0:
+        ids = torch.tensor([[tokenizer.bos_token_id or tokenizer.eos_token_id]])
+    max_ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", 2048)
+    if max_new_tokens >= max_ctx:
+        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
+    prompt_ids = ids[0, -(max_ctx - max_new_tokens) :].tolist()
+    eos = tokenizer.eos_token_id
     samples = []
-    for row in out.tolist():
-        if eos is not None and eos in row:
-            row = row[: row.index(eos)]
+    for row in sample_token_ids(model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, gen, eos):
+        if eos is not None and row and row[-1] == eos:
+            row = row[:-1]
         samples.append({"text": tokenizer.decode(row, skip_special_tokens=True), "token_ids": row})
     return samples
 

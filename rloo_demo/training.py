@@ -160,7 +160,9 @@ def train(
         acc = trainer.accelerator
         launch = distributed.launch_record(acc, acc.unwrap_model(trainer.model))  # every rank sends its part
         if run is not None:
-            run.set_status("running", launch=launch)
+            from rloo_demo.trainers import models_held
+
+            run.set_status("running", launch=launch, models=models_held(trainer))
             distributed.write_launch_block(run.path / "config.yaml", launch)
         trainer.train()
         stopped = state.stop_event.is_set() and trainer.state.global_step < config.max_steps
@@ -210,12 +212,14 @@ def _remove_if_empty(folder) -> None:
 
 
 def build_trainer(config: RunConfig, state: RunState, progress: bool = False, stop_file: str | None = None):
-    """A ``CapturingRLOOTrainer`` wired to the run folder, the metrics channel, stop and the weights lock."""
+    """The run's trainer (``CapturingRLOOTrainer``, or another estimator's: ``rloo_demo.trainers``) wired to the run
+    folder, the metrics channel, stop, the weights lock and, if asked for, the gradient-variance meter."""
     import tempfile
 
     from rloo_demo.capture import CapturingRLOOTrainer
     from rloo_demo.data import prompt_dataset
     from rloo_demo.rewards import build_reward
+    from rloo_demo.trainers import trainer_for
 
     run = state.run
     model, tokenizer = load_policy(config.policy)
@@ -243,16 +247,24 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     ]
     if progress:
         callbacks.append(TqdmProgress())
-    trainer = CapturingRLOOTrainer(
+    # rloo: CapturingRLOOTrainer; reinforce: the same without a baseline; grpo: TRL's GRPOTrainer (rloo_demo.trainers)
+    trainer_class, args, extra = trainer_for(
+        config.estimator, args, {"rollout_sink": lambda step, groups: _keep_rollouts(state, step, groups)}
+    )
+    trainer = trainer_class(
         model=model,
         args=args,
         reward_funcs=reward_funcs,
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
-        rollout_sink=lambda step, groups: _keep_rollouts(state, step, groups),
         peft_config=config.peft_config(),
+        **extra,
     )
+    if config.variance_every and isinstance(trainer, CapturingRLOOTrainer):
+        from rloo_demo.variance import TrainingMeter
+
+        trainer.batch_observers.append(TrainingMeter(config.variance_every, config.seed))
     # With tqdm off, Trainer prints every log dict to stdout; our channel, files and progress bar replace that.
     trainer.remove_callback(PrinterCallback)
     return trainer

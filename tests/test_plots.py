@@ -17,13 +17,18 @@ from rloo_demo.plots import (
     NEGATIVE,
     NEUTRAL,
     POSITIVE,
+    cosine_figure,
     eval_histogram,
     group_figure,
+    judges_figure,
+    kl_estimators_figure,
     kl_figure,
     overlay_figure,
     reward_figure,
     secondary_figures,
     smooth,
+    variance_figure,
+    zero_signal_figure,
 )
 
 
@@ -38,7 +43,17 @@ def make_records(n=12, kl=True, names=("vader_compound", "length_penalty")):
             "loss": 0.01 * (-1) ** step,
             "completions/mean_length": 20 + step,
             "frac_reward_zero_std": 0.25,
+            "frac_raw_score_zero_std": 0.5,
+            "grad_norm": 20.0 - step,
+            "judges/distinct_2": 0.9,
+            "judges/repetition": 0.02,
         }
+        if kl:
+            r.update(kl_k1=0.5 * step, kl_k2=0.4 * step, kl_k3=0.45 * step)
+        if step % 5 == 1:  # the meter measures every 5 steps
+            for i, e in enumerate(plots.ESTIMATOR_ORDER):
+                r[f"variance/{e}"] = 10.0 ** (i - 2)
+                r[f"cosine/{e}"] = 0.5 - 0.1 * i
         if kl:
             r["kl"] = 0.01 * step
         for name in names:
@@ -143,10 +158,10 @@ def test_kl_figure_and_missing_kl():
 
 def test_secondary_figures_keys_units_and_missing_keys():
     figs = secondary_figures(make_records(), smoothing=0.3)
-    assert set(figs) == {"loss", "entropy", "completion_length", "frac_reward_zero_std"}
-    for fig in figs.values():
+    assert set(figs) == {"grad_norm", "entropy", "completion_length", "frac_reward_zero_std"}
+    for name, fig in figs.items():
         assert_styled(fig)
-        assert len(fig["data"]) == 2  # faint raw + smoothed
+        assert len(fig["data"]) == (4 if name == "frac_reward_zero_std" else 2)  # faint raw + smoothed per line
     assert "nats/token" in figs["entropy"]["layout"]["yaxis"]["title"]["text"]
     assert "tokens" in figs["completion_length"]["layout"]["yaxis"]["title"]["text"]
     assert "0..1" in figs["frac_reward_zero_std"]["layout"]["yaxis"]["title"]["text"]
@@ -289,6 +304,16 @@ def all_figures():
         "overlay empty": overlay_figure({}, "reward"),
         "eval": eval_histogram(result),
         "eval empty": eval_histogram({}),
+        "zero signal": zero_signal_figure(records, smoothing=0.3),
+        "kl estimators": kl_estimators_figure(records),
+        "kl estimators empty": kl_estimators_figure(make_records(kl=False)),
+        "judges": judges_figure(records),
+        "judges empty": judges_figure([{"step": 1}]),
+        "variance": variance_figure(records),
+        "variance off": variance_figure([{"step": 1, "reward": 0.1}]),
+        "cosine": cosine_figure(records),
+        "cosine off": cosine_figure([]),
+        "overlay loss": overlay_figure(runs, "loss"),
     }
     figs.update({f"secondary {k}": f for k, f in secondary_figures(records, smoothing=0.6).items()})
     figs.update({f"secondary empty {k}": f for k, f in secondary_figures([{"step": 1}]).items()})
@@ -367,3 +392,44 @@ def test_figures_are_fresh():
     a["layout"]["template"]["layout"]["font"]["color"] = "red"
     assert b["layout"]["xaxis"]["title"]["text"] != "changed"
     assert reward_figure(make_records())["layout"]["template"]["layout"]["font"]["color"] != "red"
+
+
+# --- issue 9: plots that teach ---------------------------------------------------------------------------------------
+
+
+def test_gradient_norm_replaces_the_flat_loss_with_a_note():
+    fig = secondary_figures(make_records())["grad_norm"]
+    assert fig["data"][-1]["y"][0] == 19.0
+    assert any("0 by construction" in a for a in annotations(fig))
+    # no SI prefixes on any axis: a loss of 4e-8 must not read "40n"
+    assert fig["layout"]["yaxis"]["exponentformat"] == "e"
+    loss = overlay_figure({"a": make_records()}, "loss")
+    assert loss["layout"]["yaxis"]["exponentformat"] == "e" and any("by construction" in a for a in annotations(loss))
+
+
+def test_zero_signal_figure_shows_trls_and_the_raw_fraction():
+    fig = zero_signal_figure(make_records())
+    assert names(fig) == ["raw scores all equal", "TRL: shaped rewards all equal"]
+    assert fig["data"][0]["y"][0] == 0.5 and fig["data"][1]["y"][0] == 0.25
+
+
+def test_variance_figure_is_log_scale_with_one_line_per_estimator():
+    fig = variance_figure(make_records())
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    assert names(fig) == list(plots.ESTIMATOR_ORDER)
+    assert fig["data"][0]["x"] == [1, 6, 11] and fig["data"][0]["mode"] == "lines+markers"
+    assert any("meter is off" in a for a in annotations(variance_figure([{"step": 1}])))
+    cos = cosine_figure(make_records())
+    assert names(cos) == list(plots.ESTIMATOR_ORDER) and cos["layout"]["yaxis"]["range"] == [-1.02, 1.02]
+
+
+def test_judges_and_kl_estimator_figures():
+    fig = judges_figure(make_records())
+    assert names(fig) == ["distinct-2", "repetition"]
+    thresholds = sorted(shape["y0"] for shape in fig["layout"]["shapes"])
+    from rloo_demo.judges import DISTINCT_2_MIN, REPETITION_MAX
+
+    assert thresholds == sorted([DISTINCT_2_MIN, REPETITION_MAX])
+    kl = kl_estimators_figure(make_records())
+    assert names(kl)[0].startswith("k1") and "reward" in names(kl)[0] and len(kl["data"]) == 3
+    assert any("beta = 0" in a for a in annotations(kl_estimators_figure(make_records(kl=False))))

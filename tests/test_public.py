@@ -86,6 +86,11 @@ HOSTILE_SETTINGS = [
     ({"top_p": 2}, "(0, 1]"),
     ({"policy": {"nested": "object"}}, "must be a text"),
     ({"max_new_tokens": [24]}, "must be a whole number"),
+    ({"variance_every": 1}, "at most every 55 steps"),
+    ({"variance_every": -5}, "0 (off) or a number of steps"),
+    ({"variance_every": "often"}, "must be a whole number"),
+    ({"estimator": "ppo"}, "unknown estimator"),
+    ({"estimator": "grpo", "variance_every": 100}, "use it with estimator rloo or reinforce"),
 ]
 HOSTILE_TEXT = [
     ("[1, 2]", "must be a mapping"),
@@ -295,3 +300,20 @@ def test_a_corrupt_run_breaks_no_page(app):
             import shutil
 
             shutil.rmtree(root / name)
+
+
+def test_estimator_lab_events_called_with_hostile_values(app):
+    """The arena views read files from the runs folder: only arena summaries, by a strict name, inertly."""
+    url, controller, client, run = app
+    before = listing(controller.runner.runs_dir)
+    assert "No arena yet" in call_event(url, "runs_arena", [None])[0]
+    for name in ("../../etc/passwd", "arena-20260101-000000", "<img src=x onerror=alert(1)>"):
+        with pytest.raises(RuntimeError, match="not in the list of choices"):  # gradio refuses it first
+            call_event(url, "runs_arena", [name])
+    assert controller.arenas() == []
+    with pytest.raises(RuntimeError, match="not in the list of choices"):
+        call_event(url, "runs_arena_overlay", ["../x"])
+    form = defaults() | {"variance_every": 1}
+    watched, _, error = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
+    assert watched is None and "**variance_every**" in error and "55" in error
+    assert_clean_refusal(error, controller, before)

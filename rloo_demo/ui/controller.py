@@ -250,14 +250,17 @@ class Controller:
 
     def estimate(self, values: dict) -> str:
         """Before Start: how long the run will take here, and whether the compute budget will cut it short."""
+        from rloo_demo.prechecks import prerun_warnings
         from rloo_demo.ui.forms import form_settings
-        from rloo_demo.ui.views import estimate_text
+        from rloo_demo.ui.views import estimate_text, meter_estimate_text, prechecks_markdown
 
         try:
             config = self.parse_settings(form_settings(values))
         except UserError as exc:
             return self.error_text(exc)
-        return estimate_text(config, self.step_seconds(config), self.limits.max_run_seconds)
+        step = self.step_seconds(config)
+        line = estimate_text(config, step, self.limits.max_run_seconds) + meter_estimate_text(config, step)
+        return line + prechecks_markdown(prerun_warnings(config))
 
     def step_seconds(self, config: RunConfig) -> float:
         """Seconds per step for a config, scaled from the latest finished run of the same policy on this server
@@ -449,6 +452,36 @@ class Controller:
                 data[view.name] = view.records
         return data
 
+    def arenas(self) -> list[str]:
+        """Arena summaries (``python -m rloo_demo arena``) in the runs folder, newest first."""
+        from rloo_demo.arena import ARENA_FILE
+
+        try:
+            files = [p.name for p in Path(self.runner.runs_dir).iterdir() if ARENA_FILE.fullmatch(p.name)]
+        except OSError:
+            return []
+        return [name.removesuffix(".json") for name in sorted(files, reverse=True)][:MAX_LISTED_RUNS]
+
+    def arena(self, name) -> dict:
+        """One arena's summary: its table (Markdown, inert) and the names of its runs that are still on disk."""
+        import json
+
+        from rloo_demo.arena import ARENA_FILE, markdown_table
+
+        if not isinstance(name, str) or not ARENA_FILE.fullmatch(f"{name}.json"):
+            raise NotFound("no such arena (its name is arena-<date>-<time>)")
+        path = Path(self.runner.runs_dir) / f"{name}.json"
+        try:
+            if path.stat().st_size > 2_000_000:
+                raise NotFound(f"arena {name!r} is too large to show")
+            data = json.loads(path.read_text(encoding="utf-8"))
+            table = markdown_table(data["rows"], str(data.get("settings", "")))
+            runs = [r["run"] for r in data.get("runs", []) if isinstance(r, dict) and is_valid_run_name(r.get("run"))]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise NotFound(f"arena {name!r} cannot be read ({type(exc).__name__})") from None
+        on_disk = {r.name for r in self.runner.runs()}
+        return {"name": name, "markdown": _inert(table), "runs": [r for r in runs if r in on_disk]}
+
     def comparable_runs(self) -> list[str]:
         """Runs with a model to compare: every finished run on disk, plus any run training now."""
         names = [a.name for a in self.runner.active()]
@@ -515,6 +548,7 @@ class Controller:
     def compare(self, name, prompt, num_samples, max_new_tokens, temperature, top_p, seed, caller: Caller) -> dict:
         """N samples of base and trained for one prompt with the same seed, each scored by every reward function."""
         from rloo_demo.evaluation import Scorer
+        from rloo_demo.judges import base_perplexity, collapse_warning, judge_texts
         from rloo_demo.sampling import sample
 
         args = self.limits.sampling_request(num_samples, max_new_tokens, temperature, top_p, seed, prompt)
@@ -524,25 +558,30 @@ class Controller:
             scorer = Scorer(config)
             prompt = args["prompt"]
             out = {"run": name, "prompt": prompt, "seed": args["seed"], "trained_on": scorer.trained.names}
+            out["judges"] = {}
             for label, model in (("base", base), ("trained", trained)):
-                texts = [
-                    s["text"]
-                    for s in sample(
-                        model,
-                        tok,
-                        prompt,
-                        args["num_samples"],
-                        args["max_new_tokens"],
-                        args["temperature"],
-                        args["top_p"],
-                        args["seed"],
-                    )
-                ]
+                samples = sample(
+                    model,
+                    tok,
+                    prompt,
+                    args["num_samples"],
+                    args["max_new_tokens"],
+                    args["temperature"],
+                    args["top_p"],
+                    args["seed"],
+                )
+                texts = [s["text"] for s in samples]
                 scores, rewards = scorer([prompt] * len(texts), texts)
                 out[label] = [
                     {"text": t, "reward": r, "scores": {n: s[i] for n, s in scores.items()}}
                     for i, (t, r) in enumerate(zip(texts, rewards, strict=True))
                 ]
+                # judges of the text itself: diversity, repetition and how likely the base model finds it
+                judged = judge_texts(texts)
+                ids = [s["token_ids"] for s in samples]
+                judged["base_perplexity"] = base_perplexity(base, tok, [prompt] * len(ids), ids)
+                out["judges"][label] = judged
+            out["collapse_warning"] = collapse_warning(out["judges"]["trained"], out["judges"]["base"])
         return out
 
     def evaluate(self, name, num_prompts, seed, caller: Caller, progress=None, samples_per_prompt: int = 1) -> dict:

@@ -29,6 +29,7 @@ FORM_FIELDS = [
     "normalize_advantages",
     "use_lora",
     "lora_r",
+    "variance_every",
 ]
 
 
@@ -56,6 +57,7 @@ def defaults() -> dict:
         "normalize_advantages": c.normalize_advantages,
         "use_lora": c.use_lora,
         "lora_r": c.lora_r,
+        "variance_every": c.variance_every,
     }
 
 
@@ -92,6 +94,7 @@ def form_settings(values) -> dict:
     }
     for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed", "lora_r"):
         settings[k] = _whole(values.get(k))
+    settings["variance_every"] = _whole(values.get("variance_every", 0))  # a form without the meter field: off
     for k in ("learning_rate", "beta", "temperature"):
         settings[k] = values.get(k)
     return settings

@@ -11,7 +11,7 @@ import gradio as gr
 
 from rloo_demo import plots
 from rloo_demo.ui.common import Page, as_plot, error_markdown, guarded
-from rloo_demo.ui.views import arithmetic_markdown, group_label, group_rows, groups_html
+from rloo_demo.ui.views import arithmetic_markdown, group_label, group_rows, groups_html, whatif_markdown
 
 SIDE_TEXT_CHARS = 40  # completion text in the narrow per-group table; the full text is in the tables beside it
 
@@ -29,6 +29,11 @@ EXPLANATION = """
   model of the policy's size; published comparisons report 50–70% less GPU memory and 2–3× faster runs for RLOO.
 - **Why K ≥ 4.** The baseline is a mean of K−1 samples: with K=2 it is a single sibling's reward, a noisy yardstick.
   More siblings give a steadier baseline and lower-variance gradients, at K forward passes per prompt.
+- **Why leave-one-out, rather than none, a value network or GRPO's mean and std?** No baseline (REINFORCE) lets the
+  reward's offset add noise to every update; a value network (PPO) costs a fourth model; GRPO's group mean includes
+  the completion itself (a (K−1)/K shrink) and its std rescales each group differently. The table under the
+  arithmetic shows the selected group under each choice; the Train tab's variance meter and
+  `python -m rloo_demo arena` measure what each choice does to the gradient and to training.
 """
 
 
@@ -53,10 +58,11 @@ def build(page: Page) -> SimpleNamespace:
                 elem_id="group-table",
             )
             ui.arithmetic = gr.Markdown("Select a row above.", elem_id="arithmetic")
+            ui.whatif = gr.Markdown("", elem_id="whatif")
             with gr.Accordion("What am I looking at?", open=False):
                 gr.Markdown(EXPLANATION)
     ui.shown = gr.State(-1)  # the step whose rollouts are shown (-1: none yet)
-    ui.outputs = [ui.step, ui.groups, ui.group, ui.group_plot, ui.table, ui.arithmetic]
+    ui.outputs = [ui.step, ui.groups, ui.group, ui.group_plot, ui.table, ui.arithmetic, ui.whatif]
     _wire(ui, page)
     return ui
 
@@ -81,10 +87,16 @@ def step_view(ui: SimpleNamespace, controller, name, step, label, steps=None) ->
         ui.shown: step,
     }
     if g is None:
-        out.update({ui.group_plot: None, ui.table: None})
+        out.update({ui.group_plot: None, ui.table: None, ui.whatif: ""})
     else:
         headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
-        out.update({ui.group_plot: as_plot(plots.group_figure(g)), ui.table: gr.Dataframe(value=rows, headers=headers)})
+        out.update(
+            {
+                ui.group_plot: as_plot(plots.group_figure(g)),
+                ui.table: gr.Dataframe(value=rows, headers=headers),
+                ui.whatif: whatif_markdown(groups, labels.index(chosen)),
+            }
+        )
     return out
 
 
@@ -107,7 +119,8 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
 
     @guarded(controller, lambda msg: {ui.arithmetic: error_markdown(msg)})
     def pick_group(name, step, label):
-        g, _, _ = _pick(controller.rollouts(name, step), label)
+        groups = controller.rollouts(name, step)
+        g, labels, chosen = _pick(groups, label)
         if g is None:
             return {ui.arithmetic: "Select a row above."}
         headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
@@ -115,12 +128,13 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
             ui.group_plot: as_plot(plots.group_figure(g)),
             ui.table: gr.Dataframe(value=rows, headers=headers),
             ui.arithmetic: "Select a row above.",
+            ui.whatif: whatif_markdown(groups, labels.index(chosen)),
         }
 
     ui.group.input(
         pick_group,
         [page.watched, ui.step, ui.group],
-        [ui.group_plot, ui.table, ui.arithmetic],
+        [ui.group_plot, ui.table, ui.arithmetic, ui.whatif],
         api_visibility="private",
     )
 

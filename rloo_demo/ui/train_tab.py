@@ -14,13 +14,26 @@ from rloo_demo.hub import EMBEDDED_POLICY
 from rloo_demo.ui.common import Page, as_plot, caller_of, error_markdown, guarded
 from rloo_demo.ui.controller import RunView
 from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, defaults
-from rloo_demo.ui.views import status_line, text
+from rloo_demo.ui.views import live_collapse_warning, status_line, text
 
 REWARD_HELP = (
     "**vader_compound**: lexicon sentiment in [-1, 1] · **sentiment_classifier**: the embedded IMDB classifier, "
     "signed probability · **length_penalty**: −1 for an empty completion, 0 from 12 words on"
 )
-ESTIMATE_FIELDS = ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens")
+METER_HELP = """Every N steps the meter samples 4 more batches of K completions for the step's prompts and takes one
+backward pass per completion. For each estimator (`rloo`, `grpo`, `dr_grpo`, `reinforce_pp`, `batch_mean`,
+`reinforce`) it reports the **variance** of its policy-gradient estimate across the 5 batches (log scale) and its
+**cosine** to a reference gradient pooled from the other 4 batches (1 = the same direction). `dr_grpo` is RLOO scaled by
+(K−1)/K, so its variance is lower by that factor squared, not because it is better; the cosine does not depend on
+scale. The same table for a finished run: `python -m rloo_demo variance --run runs/<name>`."""
+ESTIMATE_FIELDS = (
+    "num_generations",
+    "prompts_per_step",
+    "max_steps",
+    "max_new_tokens",
+    "temperature",
+    "variance_every",
+)
 
 
 def build(page: Page) -> SimpleNamespace:
@@ -83,7 +96,12 @@ def build(page: Page) -> SimpleNamespace:
                         d["max_steps"], label="Steps", precision=0, minimum=1, maximum=limits.max_steps
                     )
                     ui.learning_rate = gr.Number(d["learning_rate"], label="Learning rate")
-                    ui.beta = gr.Number(d["beta"], label="β (KL coefficient)", minimum=0)
+                    ui.beta = gr.Number(
+                        d["beta"],
+                        label="β (KL coefficient)",
+                        minimum=0,
+                        info="RLOO: in the reward (r − β·KL); GRPO puts it in the loss",
+                    )
                 with gr.Row():
                     ui.max_new_tokens = gr.Number(
                         d["max_new_tokens"],
@@ -100,6 +118,16 @@ def build(page: Page) -> SimpleNamespace:
                     ui.lora_r = gr.Number(
                         d["lora_r"], label="LoRA rank", precision=0, minimum=1, maximum=limits.max_lora_r, min_width=80
                     )
+                with gr.Row():
+                    ui.variance_every = gr.Number(
+                        d["variance_every"],
+                        label="Gradient-variance meter every N steps (0 = off)",
+                        info="each estimator's gradient variance and cosine to a 4× reference, on the run's own "
+                        "batches; costs several steps per measurement"
+                        + (f"; this server: N ≥ {limits.min_variance_every}" if limits.min_variance_every > 1 else ""),
+                        precision=0,
+                        minimum=0,
+                    )
             ui.estimate = gr.Markdown(controller.estimate(d), elem_id="run-estimate", elem_classes=["rloo-small"])
             ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
             with gr.Row():
@@ -114,14 +142,33 @@ def build(page: Page) -> SimpleNamespace:
             ui.reward_plot = gr.Plot(label="Reward", show_label=False, elem_id="reward-plot")
             ui.kl_plot = gr.Plot(label="KL to the reference", show_label=False, elem_id="kl-plot")
             with gr.Row():
-                ui.loss_plot = gr.Plot(label="Loss", show_label=False)
+                # the gradient's norm, not the loss: RLOO's surrogate loss is 0 by construction (plots.LOSS_NOTE)
+                ui.grad_plot = gr.Plot(label="Gradient norm", show_label=False, elem_id="grad-norm-plot")
                 ui.entropy_plot = gr.Plot(label="Entropy", show_label=False)
             with gr.Row():
                 ui.length_plot = gr.Plot(label="Completion length", show_label=False)
-                ui.zero_std_plot = gr.Plot(label="frac_reward_zero_std", show_label=False)
+                ui.zero_std_plot = gr.Plot(label="Groups with no signal", show_label=False, elem_id="zero-signal-plot")
+            with gr.Row():
+                ui.kl_estimators_plot = gr.Plot(label="KL estimators", show_label=False)
+                ui.judges_plot = gr.Plot(label="Judges of the text", show_label=False, elem_id="judges-plot")
+            with gr.Accordion("Why leave-one-out? The gradient-variance meter", open=False):
+                gr.Markdown(METER_HELP, elem_classes=["rloo-small"])
+                ui.variance_plot = gr.Plot(label="Gradient variance", show_label=False, elem_id="variance-plot")
+                ui.cosine_plot = gr.Plot(label="Cosine to the reference", show_label=False, elem_id="cosine-plot")
     ui.drawn = gr.State(-1)  # last step drawn in the plots (-1: nothing yet)
     ui.form = [getattr(ui, name) for name in FORM_FIELDS]
-    ui.plots = [ui.reward_plot, ui.kl_plot, ui.loss_plot, ui.entropy_plot, ui.length_plot, ui.zero_std_plot]
+    ui.plots = [
+        ui.reward_plot,
+        ui.kl_plot,
+        ui.grad_plot,
+        ui.entropy_plot,
+        ui.length_plot,
+        ui.zero_std_plot,
+        ui.kl_estimators_plot,
+        ui.judges_plot,
+        ui.variance_plot,
+        ui.cosine_plot,
+    ]
     _wire(ui, page)
     return ui
 
@@ -132,18 +179,26 @@ def figures(records: list[dict], smoothing) -> list:
     figs = [
         plots.reward_figure(records, smoothing),
         plots.kl_figure(records, smoothing),
-        secondary["loss"],
+        secondary["grad_norm"],
         secondary["entropy"],
         secondary["completion_length"],
         secondary["frac_reward_zero_std"],
+        plots.kl_estimators_figure(records, smoothing),
+        plots.judges_figure(records, smoothing),
+        plots.variance_figure(records),
+        plots.cosine_figure(records),
     ]
     return [as_plot(f) for f in figs]
 
 
 def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn) -> dict:
     """A tick's update of the Train tab: the status line always, the plots only when a new step arrived."""
+    status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason)
+    warning = live_collapse_warning(view.records)
+    if warning:  # the reward may keep rising while the text collapses: say so beside the numbers
+        status += f"<br>**{text(warning)}**"
     out = {
-        ui.status: status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason),
+        ui.status: status,
         ui.run_error: f"**Run failed:** {text(view.error)}" if view.status == "failed" and view.error else "",
     }
     if view.last_step != last_drawn:

@@ -150,9 +150,13 @@ def arithmetic_markdown(group: dict, index: int) -> str:
         f"1. weighted reward = {score_terms} = **{c['weighted_reward']:+.4f}**",
         f"2. shaped reward = weighted reward − β·KL = {c['weighted_reward']:+.4f} − {beta:g}·{c['kl']:.4f} "
         f"= **{c['shaped_reward']:+.4f}**  (KL = Σ over its {c['num_tokens']} tokens of log π − log π_ref)",
-        f"3. baseline = mean of the other {k - 1} shaped rewards = ("
-        + " + ".join(f"({r:+.4f})" for _, r in others)
-        + f") / {k - 1} = **{c['baseline']:+.4f}**",
+        (
+            "3. baseline = **0**: this run trains plain REINFORCE (no baseline)"
+            if group.get("baseline_kind") == "none"
+            else f"3. baseline = mean of the other {k - 1} shaped rewards = ("
+            + " + ".join(f"({r:+.4f})" for _, r in others)
+            + f") / {k - 1} = **{c['baseline']:+.4f}**"
+        ),
         f"4. advantage = shaped reward − baseline = {c['shaped_reward']:+.4f} − ({c['baseline']:+.4f}) "
         f"= **{c['raw_advantage']:+.4f}**",
     ]
@@ -164,6 +168,9 @@ def arithmetic_markdown(group: dict, index: int) -> str:
         )
     verdict = "pushed **up**" if c["advantage"] > 0 else "pushed **down**" if c["advantage"] < 0 else "left alone"
     lines += ["", f"The whole completion's log-probability is {verdict} in proportion to {c['advantage']:+.4f}."]
+    kl_line = kl_estimators_markdown(c, beta)
+    if kl_line:
+        lines += ["", kl_line]
     return "\n".join(lines)
 
 
@@ -176,11 +183,32 @@ def compare_table(samples: list[dict]) -> tuple[list[str], list[list]]:
 
 
 def compare_summary(result: dict) -> str:
-    """Both models' mean reward on the compared prompt."""
+    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning."""
     mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
-    return (
+    line = (
         f"Mean reward ({text(' + '.join(result['trained_on']))}): base **{mean['base']:+.3f}**, "
         f"trained **{mean['trained']:+.3f}** · same seed {result['seed']} for both"
+    )
+    judges = result.get("judges")
+    if isinstance(judges, dict) and "base" in judges and "trained" in judges:
+        line += "<br>" + judges_line(judges)
+    if result.get("collapse_warning"):
+        line += f"<br>**{text(result['collapse_warning'])}**"
+    return line
+
+
+def _judge(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
+
+
+def judges_line(judges: dict) -> str:
+    """'distinct-2 0.91 → 0.12 · repetition ... · base perplexity ...' (base → trained)."""
+    b, t = judges.get("base") or {}, judges.get("trained") or {}
+    return (
+        f"Judges of the text (base → trained): distinct-2 {_judge(b.get('distinct_2'), '.2f')} → "
+        f"{_judge(t.get('distinct_2'), '.2f')} · repetition {_judge(b.get('repetition'), '.2f')} → "
+        f"{_judge(t.get('repetition'), '.2f')} · base model's perplexity {_judge(b.get('base_perplexity'), '.0f')} → "
+        f"{_judge(t.get('base_perplexity'), '.0f')}"
     )
 
 
@@ -225,3 +253,114 @@ def cli_command(config: RunConfig) -> str:
         elif value is not None:
             parts += [flag, str(value)]
     return shlex.join(parts)
+
+
+# ----------------------------------------------------------------------------- why leave-one-out (issue 9)
+
+WHATIF_COLUMNS = ("rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce")
+
+
+def whatif_markdown(groups: list[dict], index: int) -> str:
+    """For group ``index`` of a step: the same completions' advantages under every estimator, side by side, and the
+    identity A_rloo = K/(K−1)·(r − group mean) written out with the real numbers. The rewards r are the shaped
+    rewards the trainer used; the batch-level estimators see the whole step."""
+    from rloo_demo.advantages import ESTIMATOR_NOTES, what_if
+
+    if not groups or not 0 <= index < len(groups):
+        return ""
+    k = len(groups[0]["completions"])
+    if k < 2 or any(len(g["completions"]) != k for g in groups):
+        return ""
+    rewards = [c["shaped_reward"] for g in groups for c in g["completions"]]
+    table = what_if(rewards, k)
+    g = groups[index]
+    start = index * k
+    mine = rewards[start : start + k]
+    mean = sum(mine) / k
+    factor = k / (k - 1)
+    lines = [
+        f"#### What if another estimator had turned these rewards into advantages? (prompt {g['group'] + 1})",
+        f"r is the shaped reward the trainer used; `reinforce_pp` and `batch_mean` use all {len(rewards)} "
+        "completions of the step.",
+        "",
+        "| # | r | " + " | ".join(WHATIF_COLUMNS) + " |",
+        "|---|---|" + "---|" * len(WHATIF_COLUMNS),
+    ]
+    for i in range(k):
+        cells = " | ".join(f"{table[name][start + i]:+.3f}" for name in WHATIF_COLUMNS)
+        lines.append(f"| {i + 1} | {mine[i]:+.3f} | {cells} |")
+    lines += [
+        "",
+        f"**The identity** A_rloo = K/(K−1)·(r − group mean), with this group's numbers: K = {k}, "
+        f"K/(K−1) = {k}/{k - 1} = {factor:.4f}, group mean = ("
+        + " + ".join(f"{r:+.4f}" for r in mine)
+        + f") / {k} = {mean:+.4f}",
+        "",
+    ]
+    for i, r in enumerate(mine):
+        others = (sum(mine) - r) / (k - 1)
+        lines.append(
+            f"- #{i + 1}: {factor:.4f} · ({r:+.4f} − ({mean:+.4f})) = {factor * (r - mean):+.4f} = "
+            f"r − mean of the other {k - 1} = {r:+.4f} − ({others:+.4f}) = **{table['rloo'][start + i]:+.4f}**"
+        )
+    std = (sum((r - mean) ** 2 for r in mine) / (k - 1)) ** 0.5
+    lines += [
+        "",
+        f"Why it matters: `dr_grpo` is the same direction scaled by (K−1)/K = {1 / factor:.3f} (its mean includes "
+        f"the completion itself). `grpo` also divides by this group's std ({std:.4f}), so a group of nearly equal "
+        "rewards gets advantages as large as one of very different rewards. `reinforce_pp` and `batch_mean` compare "
+        "with the whole batch, so an easy prompt pushes all its completions up. `reinforce` has no baseline: every "
+        "positive reward pushes its completion up.",
+    ]
+    if g.get("normalize_advantages"):
+        lines.append("This run also normalised RLOO's advantages over the batch: see the table's advantage column.")
+    lines += ["", " · ".join(f"`{name}`: {ESTIMATOR_NOTES[name]}" for name in WHATIF_COLUMNS)]
+    return "\n".join(lines)
+
+
+def kl_estimators_markdown(c: dict, beta: float) -> str:
+    """One completion's three KL estimators and which one shaped its reward."""
+    if "kl_k2" not in c:
+        return ""
+    return (
+        f"KL estimators over its {c['num_tokens']} tokens: k1 = Σ(log π − log π_ref) = {c['kl']:+.4f} · "
+        f"k2 = Σ½(log π − log π_ref)² = {c['kl_k2']:.4f} · k3 = Σ(π_ref/π − 1 − log(π_ref/π)) = {c['kl_k3']:.4f} "
+        f"(k2, k3 ≥ 0). **k1 shaped the reward** (−β·k1 = {-beta * c['kl']:+.4f}); GRPO puts k3 in its loss."
+    )
+
+
+LIVE_JUDGE_STEPS = 5  # the live collapse warning averages the judges over the latest steps
+
+
+def live_collapse_warning(records: list[dict]) -> str | None:
+    """The collapse warning on the latest steps' judges (averaged over ``LIVE_JUDGE_STEPS``), or None."""
+    from rloo_demo.judges import collapse_warning
+
+    latest = [r for r in records if isinstance(r.get("judges/distinct_2"), int | float)][-LIVE_JUDGE_STEPS:]
+    if not latest:
+        return None
+    judged = {
+        key: sum(r[f"judges/{key}"] for r in latest) / len(latest)
+        for key in ("distinct_2", "repetition")
+        if all(isinstance(r.get(f"judges/{key}"), int | float) for r in latest)
+    }
+    return collapse_warning(judged)
+
+
+def prechecks_markdown(warnings: list[str]) -> str:
+    return "".join(f"<br>⚠ {text(w)}" for w in warnings)
+
+
+def meter_estimate_text(config: RunConfig, step_seconds: float) -> str:
+    """What the gradient-variance meter adds to a run's time, from its measured cost in training steps."""
+    from rloo_demo.variance import METER_COST_STEPS, measurements
+
+    if not config.variance_every or config.estimator == "grpo":
+        return ""
+    n = measurements(config.max_steps, config.variance_every)
+    extra = n * METER_COST_STEPS * step_seconds
+    share = extra / max(config.max_steps * step_seconds, 1e-9)
+    return (
+        f"<br>Gradient-variance meter: {n} measurement(s), about +{_duration(extra)} (+{share:.0%} of the training "
+        f"time; each costs about {METER_COST_STEPS:g} steps)"
+    )

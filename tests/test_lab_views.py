@@ -1,0 +1,215 @@
+"""The estimator lab's views, arena summary and controller doors, without a model: ``python -m pytest
+tests/test_lab_views.py`` (a few seconds)."""
+
+import json
+
+import pytest
+
+from rloo_demo.arena import (
+    BETA_NOTE,
+    PPO_NOTE,
+    hierarchical_interval,
+    markdown_table,
+    per_prompt_gains,
+    summarize,
+)
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import NotFound
+from rloo_demo.limits import PUBLIC
+from rloo_demo.runner import Runner
+from rloo_demo.ui.controller import Controller
+from rloo_demo.ui.views import (
+    arithmetic_markdown,
+    compare_summary,
+    live_collapse_warning,
+    meter_estimate_text,
+    whatif_markdown,
+)
+
+
+def make_group(rewards, index=0, kl=None):
+    k = len(rewards)
+    completions = []
+    for i, r in enumerate(rewards):
+        b = (sum(rewards) - r) / (k - 1)
+        c = {
+            "text": f"c{i}",
+            "num_tokens": 4,
+            "scores": {"vader_compound": r},
+            "weighted_reward": r,
+            "kl": 0.0,
+            "kl_penalty": 0.0,
+            "shaped_reward": r,
+            "baseline": b,
+            "raw_advantage": r - b,
+            "advantage": r - b,
+        }
+        if kl is not None:
+            c.update(kl=kl[0], kl_k2=kl[1], kl_k3=kl[2])
+        completions.append(c)
+    return {
+        "step": 2,
+        "group": index,
+        "prompt": "p",
+        "k": k,
+        "beta": 0.1,
+        "normalize_advantages": False,
+        "weights": {"vader_compound": 1.0},
+        "completions": completions,
+    }
+
+
+def test_whatif_shows_every_estimator_and_the_identity_with_the_real_numbers():
+    groups = [make_group([0.2, 0.2, 0.2, 0.2]), make_group([1.0, 0.0, 0.5, 0.5], index=1)]
+    md = whatif_markdown(groups, 1)
+    assert "| # | r | rloo | grpo | dr_grpo | reinforce_pp | batch_mean | reinforce |" in md
+    # r = 1.0 in a group with mean 0.5: rloo 4/3 * 0.5, dr_grpo 0.5, grpo 0.5 / (std 0.4082 + 1e-4), reinforce 1.0
+    assert "| 1 | +1.000 | +0.667 | +1.224 | +0.500 |" in md
+    assert md.splitlines()[5].endswith("| +1.000 |")
+    assert "K/(K−1) = 4/3 = 1.3333" in md
+    assert "group mean = (+1.0000 + +0.0000 + +0.5000 + +0.5000) / 4 = +0.5000" in md
+    assert "- #1: 1.3333 · (+1.0000 − (+0.5000)) = +0.6667 = r − mean of the other 3 = +1.0000 − (+0.3333)" in md
+    assert "**+0.6667**" in md and "**-0.6667**" in md
+    assert whatif_markdown(groups, 5) == "" and whatif_markdown([], 0) == ""
+
+
+def test_arithmetic_names_the_kl_that_shaped_the_reward_and_a_missing_baseline():
+    g = make_group([1.0, 0.0, 0.5, 0.5], kl=(0.8, 0.5, 0.6))
+    md = arithmetic_markdown(g, 0)
+    assert "k1 = Σ(log π − log π_ref) = +0.8000" in md and "k2" in md and "k3" in md
+    assert "**k1 shaped the reward**" in md
+    assert "KL estimators" not in arithmetic_markdown(make_group([1.0, 0.0]), 0)  # beta = 0: none recorded
+    g["baseline_kind"] = "none"
+    assert "baseline = **0**" in arithmetic_markdown(g, 0)
+
+
+def test_live_collapse_warning_on_the_latest_steps():
+    healthy = [{"step": s, "judges/distinct_2": 0.9, "judges/repetition": 0.01} for s in range(1, 20)]
+    assert live_collapse_warning(healthy) is None
+    collapsed = healthy + [{"step": 20 + s, "judges/distinct_2": 0.1, "judges/repetition": 0.7} for s in range(5)]
+    assert "collapsed into repetition" in live_collapse_warning(collapsed)
+    assert live_collapse_warning([{"step": 1, "reward": 0.1}]) is None
+
+
+def test_meter_estimate_says_what_the_meter_costs():
+    assert meter_estimate_text(RunConfig(), 0.3) == ""
+    text = meter_estimate_text(RunConfig(max_steps=150, variance_every=50), 0.3)
+    assert "3 measurement(s)" in text and "%" in text
+
+
+def test_compare_summary_shows_the_judges_and_the_warning():
+    result = {
+        "trained_on": ["vader_compound"],
+        "seed": 0,
+        "base": [{"reward": 0.1}],
+        "trained": [{"reward": 0.9}],
+        "judges": {
+            "base": {"distinct_2": 0.9, "repetition": 0.0, "base_perplexity": 130.0},
+            "trained": {"distinct_2": 0.1, "repetition": 0.8, "base_perplexity": 2000.0},
+        },
+        "collapse_warning": "Warning: the completions have collapsed into repetition (x)",
+    }
+    md = compare_summary(result)
+    assert "distinct-2 0.90 → 0.10" in md and "perplexity 130 → 2000" in md and "collapsed into repetition" in md
+
+
+# --- the arena's summary --------------------------------------------------------------------------------------
+
+
+def evaluation(gain, kl=5.0, collapsed=False):
+    base = [0.0, 0.2, 0.1, 0.1, -0.1, 0.3]
+    return {
+        "samples_per_prompt": 2,
+        "base_rewards": base,
+        "trained_rewards": [b + gain for b in base],
+        "kl_trained_vs_base": kl,
+        "judges": {"trained": {"distinct_2": 0.8, "repetition": 0.02}},
+        "collapse_warning": "w" if collapsed else None,
+    }
+
+
+def test_per_prompt_gains_and_the_two_level_interval():
+    assert per_prompt_gains(evaluation(0.3)) == pytest.approx([0.3, 0.3, 0.3])
+    lo, hi = hierarchical_interval([[0.1, 0.2, 0.3], [0.5, 0.6, 0.7]])
+    assert 0.1 < lo < 0.4 < hi < 0.7  # seeds disagree: the interval spans both
+    lo, hi = hierarchical_interval([[0.4, 0.4], [0.4, 0.4]])
+    assert lo == hi == pytest.approx(0.4)
+
+
+def test_summary_table_has_one_row_per_estimator_and_the_required_columns():
+    models = {"policy": 1350400, "reference": {"kind": "separate copy", "parameters": 1350400}, "rewards": []}
+    runs = [
+        {
+            "estimator": e,
+            "seed": s,
+            "step_seconds": 0.3,
+            "peak_rss_mb": 700,
+            "models": models,
+            "evaluation": evaluation(g, collapsed=(e == "reinforce")),
+        }
+        for e, g in (("rloo", 0.3), ("grpo", 0.25), ("reinforce", 0.1))
+        for s in (42, 43)
+    ]
+    rows = summarize(runs)
+    assert [r["estimator"] for r in rows] == ["rloo", "grpo", "reinforce"]
+    assert rows[0]["gain"] == pytest.approx(0.3) and rows[0]["runs"] == 2 and rows[2]["collapsed"] == 2
+    table = markdown_table(rows, "settings line")
+    header = table.splitlines()[2]
+    for column in ("held-out gain [95% CI]", "KL to base", "mean step time", "peak RSS", "models held in memory"):
+        assert column in header
+    assert "policy 1.35M + reference 1.35M (separate copy)" in table
+    assert PPO_NOTE in table and BETA_NOTE in table and "(2 collapsed)" in table
+    assert "| ppo (not run) |" in table and "value network of about the policy's size (1.35M)" in table
+
+
+# --- controller doors --------------------------------------------------------------------------------------------
+
+
+def test_arena_summaries_through_the_controller(tmp_path):
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    try:
+        assert controller.arenas() == []
+        summary = {"settings": "s <b>x</b>", "rows": summarize([]), "runs": [{"run": "gone"}, {"run": "../etc"}]}
+        (tmp_path / "arena-20260101-120000.json").write_text(json.dumps(summary))
+        (tmp_path / "arena-notes.json").write_text("{}")  # not an arena name: not listed
+        assert controller.arenas() == ["arena-20260101-120000"]
+        shown = controller.arena("arena-20260101-120000")
+        assert "&lt;b&gt;" in shown["markdown"] and "<b>" not in shown["markdown"]  # inert
+        assert shown["runs"] == []  # neither run is on disk
+        for hostile in ("../arena-20260101-120000", "arena-notes", None, 3, "arena-20260101-120000.json"):
+            with pytest.raises(NotFound):
+                controller.arena(hostile)
+        (tmp_path / "arena-20260101-120001.json").write_text("not json")
+        with pytest.raises(NotFound, match="cannot be read"):
+            controller.arena("arena-20260101-120001")
+    finally:
+        controller.close()
+
+
+def test_public_server_refuses_a_meter_that_would_cost_more_than_its_budget(tmp_path):
+    controller = Controller(Runner(str(tmp_path), limits=PUBLIC, watchdog=False))
+    try:
+        with pytest.raises(Exception, match="variance_every"):
+            controller.parse_settings({"variance_every": 1})
+        assert controller.parse_settings({"variance_every": PUBLIC.min_variance_every}).variance_every == 55
+        assert controller.parse_settings({"estimator": "grpo"}).estimator == "grpo"
+        estimate = controller.estimate(
+            {
+                "policy": "embedded:tiny-imdb-gpt2",
+                "rewards": ["vader_compound"],
+                "w_vader_compound": 1.0,
+                "num_generations": 2,
+                "prompts_per_step": 4,
+                "max_steps": 150,
+                "max_new_tokens": 24,
+                "learning_rate": 5e-4,
+                "beta": 0.1,
+                "temperature": 1.0,
+                "seed": 0,
+                "lora_r": 8,
+                "variance_every": 55,
+            }
+        )
+        assert "Gradient-variance meter: 2 measurement(s)" in estimate and "K = 2" in estimate
+    finally:
+        controller.close()

@@ -1,0 +1,114 @@
+"""The gradient-variance meter and the per-step diagnostics inside real training runs.
+
+``python -m pytest tests/test_meter.py`` (two 2-step runs of the embedded policy, about a minute on 2 cores).
+"""
+
+import json
+
+import pytest
+
+from rloo_demo.advantages import ESTIMATORS
+from rloo_demo.capture import CapturingRLOOTrainer
+from rloo_demo.config import RunConfig
+from rloo_demo.runs import RunFolder
+from rloo_demo.training import RunState, build_trainer
+from rloo_demo.variance import TrainingMeter, completion_logprobs
+
+STEPS = 2
+
+
+class BatchRecorder(CapturingRLOOTrainer):
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        self.batches.append({k: out[k].detach().clone() for k in ("prompt_ids", "prompt_mask", "completion_ids")})
+        self.batches[-1]["completion_mask"] = out["completion_mask"].detach().clone()
+        self.batches[-1]["old_logps"] = out["old_logps"].detach().clone()
+        self.batches[-1]["logps_now"] = self._meter_logps(out)
+        return out
+
+    def _meter_logps(self, out):
+        """The meter's log-probabilities of the batch, from the same padded prompt rows, before the update."""
+        model = self.accelerator.unwrap_model(self.model)
+        k = self.num_generations
+        values = []
+        for p in range(out["prompt_ids"].size(0) // k):
+            rows = range(p * k, (p + 1) * k)
+            completions = [out["completion_ids"][i][out["completion_mask"][i].bool()].tolist() for i in rows]
+            values += completion_logprobs(
+                model, out["prompt_ids"][p * k].tolist(), completions, self.temperature, out["prompt_mask"][p * k]
+            )
+        return values
+
+
+def run(tmp_path, variance_every):
+    config = RunConfig(
+        max_steps=STEPS,
+        prompts_per_step=2,
+        max_new_tokens=8,
+        variance_every=variance_every,
+        output_dir=str(tmp_path),
+    )
+    state = RunState(config)
+    state.run = RunFolder.create(config)
+    trainer = build_trainer(config, state)
+    trainer.__class__ = BatchRecorder
+    trainer.batches = []
+    trainer.train()
+    state.channel.close()
+    return trainer, state
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    metered = run(tmp_path_factory.mktemp("metered"), variance_every=1)
+    plain = run(tmp_path_factory.mktemp("plain"), variance_every=0)
+    return metered, plain
+
+
+def test_meter_metrics_reach_the_channel_and_metrics_jsonl(runs):
+    (trainer, state), _ = runs
+    assert any(isinstance(o, TrainingMeter) for o in trainer.batch_observers)
+    on_disk = state.run.metrics()
+    live = state.channel.snapshot()
+    assert [r["step"] for r in on_disk] == [r["step"] for r in live] == [1, 2]
+    for record in (on_disk[-1], live[-1]):
+        for name in ESTIMATORS:
+            assert record[f"variance/{name}"] > 0, name
+            assert -1 <= record[f"cosine/{name}"] <= 1, name
+        assert record["variance/samples"] == 5 * 2 * 4  # 5 replicates of 2 prompts x K=4
+        assert record["variance/seconds"] > 0
+    # Dr. GRPO's advantages are (K-1)/K times RLOO's on every replicate
+    assert on_disk[0]["variance/dr_grpo"] == pytest.approx(on_disk[0]["variance/rloo"] * (3 / 4) ** 2, rel=1e-4)
+    assert on_disk[0]["cosine/dr_grpo"] == pytest.approx(on_disk[0]["cosine/rloo"], abs=1e-5)
+
+
+def test_the_meter_scores_the_batch_as_trls_loss_does(runs):
+    (trainer, _), _ = runs
+    for batch in trainer.batches:
+        assert batch["logps_now"] == pytest.approx(batch["old_logps"].tolist(), abs=1e-4)
+
+
+def test_the_meter_does_not_change_training(runs):
+    (_, metered), (_, plain) = runs
+
+    def rows(state):
+        return [(c["text"], round(c["advantage"], 5)) for g in state.run.rollouts() for c in g["completions"]]
+
+    assert rows(metered) == rows(plain)
+    assert "variance/rloo" not in plain.run.metrics()[0]
+
+
+def test_step_diagnostics_in_metrics_and_rollouts(runs):
+    (_, state), _ = runs
+    records = state.run.metrics()
+    for r in records:
+        for key in ("frac_raw_score_zero_std", "kl_k1", "kl_k2", "kl_k3", "judges/distinct_2", "judges/repetition"):
+            assert key in r, key
+        assert r["frac_raw_score_zero_std"] >= r["frac_reward_zero_std"]  # shaped rewards hide equal raw scores
+    for step, record in enumerate(records, 1):
+        completions = [c for g in state.run.rollouts() if g["step"] == step for c in g["completions"]]
+        assert all(c["kl_k2"] >= 0 and c["kl_k3"] >= 0 for c in completions)
+        mean_k1 = sum(c["kl"] for c in completions) / len(completions)
+        assert record["kl_k1"] == pytest.approx(mean_k1, abs=1e-6)  # k1 is the KL that shaped the reward
+    line = json.loads((state.run.path / "rollouts.jsonl").read_text().splitlines()[-1])
+    assert {"kl", "kl_k2", "kl_k3"} <= set(line["completions"][0])
