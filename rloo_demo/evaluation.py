@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from rloo_demo.config import RunConfig
-from rloo_demo.data import prompt_dataset
+from rloo_demo.prompts import prompt_text, run_prompts
 from rloo_demo.rewards import WeightedReward, build_reward
 from rloo_demo.sampling import sample, sequence_logprob
 
@@ -60,10 +60,9 @@ def bootstrap_interval(diffs: Sequence[float], n_resamples: int = 2000, seed: in
     return means[int(0.025 * n_resamples)], means[int(0.975 * n_resamples) - 1]
 
 
-def heldout_prompts(config: RunConfig, limit: int) -> list[str]:
-    return prompt_dataset(
-        config.data_source, "heldout", config.prompt_template, config.prompt_words, limit, config.text_column
-    )["prompt"]
+def heldout_prompts(config: RunConfig, limit: int) -> list:
+    """Held-out prompts in the run's template: texts, or for a chat run lists of messages."""
+    return run_prompts(config, "heldout", limit)["prompt"]
 
 
 def evaluate(
@@ -130,7 +129,7 @@ def evaluate(
         "base_rewards": base["reward"],
         "trained_rewards": trained["reward"],
         "samples": [
-            {"prompt": base["prompts"][j], "base": base["texts"][j], "trained": trained["texts"][j]}
+            {"prompt": prompt_text(base["prompts"][j]), "base": base["texts"][j], "trained": trained["texts"][j]}
             for j in range(0, min(len(base["texts"]), 8 * k), k)
         ],
     }

@@ -15,6 +15,7 @@ from rloo_demo.data import (
     prompt_dataset,
     split,
 )
+from rloo_demo.errors import DataError
 
 
 def test_embedded_imdb_is_complete_and_clean():
@@ -65,7 +66,9 @@ def test_instruction_template():
 
 def test_unknown_template():
     with pytest.raises(ValueError, match="unknown prompt template"):
-        prompt_dataset(template="chat", limit=1)
+        prompt_dataset(template="bogus", limit=1)
+    with pytest.raises(ValueError, match="unknown prompt template"):  # "auto" is resolved before a dataset is built
+        prompt_dataset(template="auto", limit=1)
 
 
 def test_local_csv_and_jsonl_sources(tmp_path):
@@ -77,7 +80,7 @@ def test_local_csv_and_jsonl_sources(tmp_path):
     jl.write_text("\n".join(json.dumps({"text": f"line {i} of a review"}) for i in range(30)))
     prompts = prompt_dataset(str(jl), part="train", num_words=2)["prompt"]
     assert prompts and all(p.startswith("line") for p in prompts)
-    with pytest.raises(ValueError, match="no column 'text'"):
+    with pytest.raises(DataError, match="no column 'text'"):
         load_texts(str(csv_path))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(DataError, match="does not exist"):
         load_texts(str(tmp_path / "missing.csv"))

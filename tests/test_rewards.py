@@ -81,5 +81,7 @@ def test_user_classifier_by_folder():
 
 
 def test_unknown_reward():
-    with pytest.raises(ValueError, match="unknown reward"):
+    from rloo_demo.errors import InputError
+
+    with pytest.raises(InputError, match="unknown reward"):
         build_reward("bleu")

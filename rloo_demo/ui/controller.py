@@ -457,11 +457,12 @@ class Controller:
 
     def heldout_choices(self, name, limit: int = 40) -> list[str]:
         from rloo_demo.evaluation import heldout_prompts
+        from rloo_demo.prompts import prompt_text
 
         view = self.view(name)
         config = view.config if view is not None and view.config is not None else RunConfig()
-        try:
-            return list(heldout_prompts(config, limit))
+        try:  # a chat run's prompts are messages: the dropdown offers their user turns
+            return [prompt_text(p) for p in heldout_prompts(config, limit)]
         except UserError:
             return []
 
@@ -515,6 +516,7 @@ class Controller:
     def compare(self, name, prompt, num_samples, max_new_tokens, temperature, top_p, seed, caller: Caller) -> dict:
         """N samples of base and trained for one prompt with the same seed, each scored by every reward function."""
         from rloo_demo.evaluation import Scorer
+        from rloo_demo.prompts import as_run_prompt
         from rloo_demo.sampling import sample
 
         args = self.limits.sampling_request(num_samples, max_new_tokens, temperature, top_p, seed, prompt)
@@ -523,6 +525,7 @@ class Controller:
             base, trained, tok, config = self.models_for(name)
             scorer = Scorer(config)
             prompt = args["prompt"]
+            asked = as_run_prompt(config, prompt)  # the user turn of a chat, as the policy saw its prompts
             out = {"run": name, "prompt": prompt, "seed": args["seed"], "trained_on": scorer.trained.names}
             for label, model in (("base", base), ("trained", trained)):
                 texts = [
@@ -530,7 +533,7 @@ class Controller:
                     for s in sample(
                         model,
                         tok,
-                        prompt,
+                        asked,
                         args["num_samples"],
                         args["max_new_tokens"],
                         args["temperature"],
