@@ -138,6 +138,31 @@ def test_trl_tokenizes_through_the_chat_template(chat_policy, tmp_path):
     assert seen.endswith("<|assistant|>")
 
 
+def test_our_sampler_uses_the_chat_template_too(chat_policy):
+    """Compare, evaluate and infer sample with rloo_demo.sampling: a chat prompt goes through the template there as
+    well (the same ids as the rendered template), and the text that comes back is the reply alone."""
+    import torch
+
+    from rloo_demo.prompts import encode_prompt
+    from rloo_demo.sampling import sample, sequence_logprob
+    from rloo_demo.training import load_policy
+
+    model, tokenizer = load_policy(chat_policy)
+    with torch.no_grad():  # random weights give near-uniform logits whatever the context: sharpen them (tied head)
+        model.get_input_embeddings().weight.mul_(50)
+    chat = to_messages("Hi", SYSTEM)
+    rendered = f"<|system|>{SYSTEM}<|end|>\n<|user|>Hi<|end|>\n<|assistant|>"
+    assert tokenizer.decode(encode_prompt(tokenizer, chat)) == rendered
+    assert encode_prompt(tokenizer, chat) == encode_prompt(tokenizer, rendered)
+    got = sample(model, tokenizer, chat, num_samples=2, max_new_tokens=5, seed=1)
+    assert got == sample(model, tokenizer, rendered, num_samples=2, max_new_tokens=5, seed=1)
+    assert [s["token_ids"] for s in got] != [s["token_ids"] for s in sample(model, tokenizer, "Hi", 2, 5, seed=1)]
+    ids = got[0]["token_ids"]
+    logp = sequence_logprob(model, tokenizer, chat, ids)
+    assert logp == pytest.approx(sequence_logprob(model, tokenizer, rendered, ids))
+    assert logp != pytest.approx(sequence_logprob(model, tokenizer, "Hi", ids))
+
+
 # ----------------------------------------------------------------------------- 2 steps through the CLI
 
 
