@@ -34,6 +34,8 @@ from trl import RLOOTrainer
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
 from rloo_demo.diagnostics import kl_estimators, step_diagnostics
+from rloo_demo.prompts import prompt_text
+from rloo_demo.rewards import completion_text
 
 RolloutSink = Callable[[int, list[dict]], None]
 # trainer, the batch TRL returned -> metrics to log for this step (or None)
@@ -58,8 +60,9 @@ class CapturingRLOOTrainer(RLOOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self._capture is not None:
             self._capture["rewards_per_func"] = rewards_per_func.detach().float().cpu()
-            self._capture["prompts"] = list(prompts)
-            self._capture["completions"] = [c if isinstance(c, str) else str(c) for c in completions]
+            # A chat run's prompts and completions are messages: keep what a person reads, the user turn and reply
+            self._capture["prompts"] = [prompt_text(p) for p in prompts]
+            self._capture["completions"] = [completion_text(c) for c in completions]
         return rewards_per_func
 
     # 2. per-token log-probabilities of policy and reference

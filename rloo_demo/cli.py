@@ -7,6 +7,7 @@ estimator lab: ``variance`` and ``arena`` (why a leave-one-out baseline?).
     python -m rloo_demo infer --run runs/<name> --prompt "This movie was"
     python -m rloo_demo variance --run runs/<name> --steps 5   # gradient variance of every estimator, as a table
     python -m rloo_demo arena --estimators rloo grpo reinforce --seeds 3   # paired runs, summary table
+    python -m rloo_demo train --rewards length_penalty --reward-module examples/rewards.py:keyword_count
 
 ``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (README, "Scaling out"):
 
@@ -79,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="compute budget: stop at the first step boundary after this many seconds of training, keeping the model",
     )
+    tr.add_argument(
+        "--reward-module",
+        action="append",
+        metavar="FILE.py:FUNCTION",
+        help="your own reward function with TRL's signature, added after --rewards as module:FILE.py:FUNCTION "
+        "(repeatable; give --reward-weights for all rewards in order). It runs the file's code: local use only",
+    )
     add_config_flags(tr)
 
     ev = sub.add_parser("evaluate", help="base vs trained on held-out prompts")
@@ -122,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--config", help="YAML or JSON file with the shared RunConfig settings (default: the defaults)")
     ar.add_argument("--eval-prompts", type=int, default=64, help="held-out prompts per evaluation (default: 64)")
     ar.add_argument("--max-seconds", type=float, default=None, help="compute budget per run, as train's flag")
+    inf.add_argument(
+        "--system-prompt",
+        default=None,
+        help="system message when the prompt goes through a chat template (default: the run's, or none)",
+    )
     return parser
 
 
@@ -129,6 +142,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     base = RunConfig.load(args.config).to_dict() if getattr(args, "config", None) else {}
     names = {f.name for f in fields(RunConfig)}
     base.update({k: v for k, v in vars(args).items() if k in names})
+    modules = getattr(args, "reward_module", None) or []
+    rewards = base.get("rewards", RunConfig().rewards)
+    if modules and isinstance(rewards, list):  # a wrong type is left to RunConfig's type check
+        base["rewards"] = rewards + [f"module:{m}" for m in modules]
     return RunConfig.from_dict(base)
 
 
@@ -214,6 +231,8 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_infer(args) -> int:
+    from rloo_demo.hub import resolve_model
+    from rloo_demo.prompts import CHAT, effective_template, has_chat_template, to_messages
     from rloo_demo.runs import open_run
     from rloo_demo.sampling import sample
     from rloo_demo.training import load_policy
@@ -228,18 +247,25 @@ def cmd_infer(args) -> int:
         if run.model_dir is None:
             raise NotFound(f"run {run.name!r} has no trained model (status: {run.status().get('status')})")
         name = str(run.model_dir)
+        config = run.config()
+        chat = effective_template(config, run.model_dir) == CHAT  # the trained tokenizer keeps the template
+        system = args.system_prompt or config.system_prompt
     else:
         name = args.model
+        chat = has_chat_template(resolve_model(name))
+        system = args.system_prompt
     model, tokenizer = load_policy(name)
     context = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
     if context and args.max_new_tokens >= context:
         raise InputError(
             f"--max-new-tokens {args.max_new_tokens} does not fit this model's context of {context} tokens"
         )
+    prompt = to_messages(args.prompt, system) if chat else args.prompt
     for s in sample(
-        model, tokenizer, args.prompt, args.num_samples, args.max_new_tokens, args.temperature, args.top_p, args.seed
+        model, tokenizer, prompt, args.num_samples, args.max_new_tokens, args.temperature, args.top_p, args.seed
     ):
-        print(args.prompt + s["text"])
+        # a chat shows its user turn and the reply, never the template's markers; a continuation reads on
+        print(f"user: {args.prompt}\nassistant: {s['text']}" if chat else args.prompt + s["text"])
     return 0
 
 

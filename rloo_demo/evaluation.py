@@ -17,13 +17,14 @@ the base model's per-token perplexity of them, with a plain warning when the tra
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from rloo_demo.config import RunConfig
-from rloo_demo.data import prompt_dataset
 from rloo_demo.judges import collapse_warning, judge_texts
+from rloo_demo.prompts import prompt_text, run_prompts
 from rloo_demo.rewards import WeightedReward, build_reward
 from rloo_demo.sampling import sample, sequence_logprob
 
@@ -59,17 +60,18 @@ class Scorer:
 
 
 def bootstrap_interval(diffs: Sequence[float], n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean of paired differences."""
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
-    return means[int(0.025 * n_resamples)], means[int(0.975 * n_resamples) - 1]
+    """95% percentile bootstrap interval of the mean of paired differences: ``n_resamples`` resamples drawn at once
+    as one (n_resamples x n) index array, their means sorted, the 2.5% and 97.5% order statistics returned."""
+    values = np.asarray(diffs, dtype=np.float64)
+    n = len(values)
+    indices = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+    means = np.sort(values[indices].mean(axis=1))
+    return float(means[int(0.025 * n_resamples)]), float(means[int(0.975 * n_resamples) - 1])
 
 
-def heldout_prompts(config: RunConfig, limit: int) -> list[str]:
-    return prompt_dataset(
-        config.data_source, "heldout", config.prompt_template, config.prompt_words, limit, config.text_column
-    )["prompt"]
+def heldout_prompts(config: RunConfig, limit: int) -> list:
+    """Held-out prompts in the run's template: texts, or for a chat run lists of messages."""
+    return run_prompts(config, "heldout", limit)["prompt"]
 
 
 def evaluate(
@@ -148,7 +150,7 @@ def evaluate(
         "base_rewards": base["reward"],
         "trained_rewards": trained["reward"],
         "samples": [
-            {"prompt": base["prompts"][j], "base": base["texts"][j], "trained": trained["texts"][j]}
+            {"prompt": prompt_text(base["prompts"][j]), "base": base["texts"][j], "trained": trained["texts"][j]}
             for j in range(0, min(len(base["texts"]), 8 * k), k)
         ],
     }

@@ -6,7 +6,8 @@ goes through; a slider's range is only a convenience. Pure: no gradio, no torch,
 
 Public mode is on when ``SPACE_ID`` is set (Spaces set it) or ``RLOO_PUBLIC=1`` (the Dockerfile sets it). It then:
 - accepts only the embedded policy, rewards and data, plus hub ids an operator lists in ``RLOO_ALLOWED_MODELS`` /
-  ``RLOO_ALLOWED_DATASETS``; no file path in any field;
+  ``RLOO_ALLOWED_DATASETS``; no file path in any field, so no reward module (``module:<file.py>:<function>`` runs
+  code); the built-in ``keyword:<word>`` and ``length_target:<n>`` rewards are allowed (both checked strictly);
 - caps every size (``PUBLIC`` below; each cap has an environment variable);
 - gives each run a compute budget, stops runs whose page is gone, rate-limits sampling and Start per client, and
   keeps the runs folder bounded.
@@ -24,8 +25,11 @@ from rloo_demo.config import MAX_SEED, ConfigError, RunConfig, _short_repr
 from rloo_demo.data import EMBEDDED_SOURCE as EMBEDDED_DATA
 from rloo_demo.errors import InputError
 from rloo_demo.hub import EMBEDDED_CLASSIFIER, EMBEDDED_POLICY
+from rloo_demo.rewards import KEYWORD_PREFIX, LENGTH_TARGET_PREFIX, MODULE_PREFIX
 
 PUBLIC_REWARDS = ("vader_compound", "sentiment_classifier", "length_penalty")
+# Built-in rewards with a parameter that a public server offers too: config.problems has checked the parameter
+PUBLIC_REWARD_PREFIXES = (KEYWORD_PREFIX, LENGTH_TARGET_PREFIX)
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
 
 
@@ -126,18 +130,29 @@ class Limits:
         if "rewards" not in skip:
             classifiers = (EMBEDDED_CLASSIFIER, *self.allowed_models)
             for name in config.rewards:
-                allowed = name in PUBLIC_REWARDS or (
-                    name.startswith("classifier:") and name.removeprefix("classifier:") in classifiers
+                if name.startswith(MODULE_PREFIX):
+                    p["rewards"] = (
+                        "your own reward functions (module:<file.py>:<function>) run code, so only a local server "
+                        "loads them; here use " + ", ".join((*PUBLIC_REWARDS, "keyword:<word>", "length_target:<n>"))
+                    )
+                    break
+                allowed = (
+                    name in PUBLIC_REWARDS
+                    or name.startswith(PUBLIC_REWARD_PREFIXES)
+                    or (name.startswith("classifier:") and name.removeprefix("classifier:") in classifiers)
                 )
                 if not allowed:
-                    p["rewards"] = f"{_short_repr(name)} is not available here; use {', '.join(PUBLIC_REWARDS)}" + (
+                    choices = ", ".join((*PUBLIC_REWARDS, "keyword:<word>", "length_target:<n>"))
+                    p["rewards"] = f"{_short_repr(name)} is not available here; use {choices}" + (
                         f" or classifier:<{' | '.join(self.allowed_models)}>" if self.allowed_models else ""
                     )
                     break
         if "report_to" not in skip and config.report_to.strip() not in ("", "none"):
             p["report_to"] = "trackers write files or reach the network; this server allows none"
-        if "bf16" not in skip and config.bf16:
-            p["bf16"] = "this server trains in fp32"
+        if "use_vllm" not in skip and config.use_vllm:
+            p["use_vllm"] = "this server generates with transformers; vLLM is for a server of your own"
+        if "system_prompt" not in skip and config.system_prompt and len(config.system_prompt) > self.max_prompt_chars:
+            p["system_prompt"] = f"this server takes a system prompt of at most {self.max_prompt_chars} characters"
         if "text_column" not in skip and config.text_column != "text" and config.data_source == EMBEDDED_DATA:
             p["text_column"] = "the embedded data has one text column, 'text'"
         return p

@@ -6,6 +6,18 @@ from __future__ import annotations
 import yaml
 
 from rloo_demo.config import RunConfig
+from rloo_demo.errors import UserError
+from rloo_demo.prompts import AUTO, effective_template
+
+
+def _template(config: RunConfig) -> str:
+    """The template the run used: ``auto`` says what it resolved to, where the policy can still be resolved."""
+    if config.prompt_template != AUTO:
+        return config.prompt_template
+    try:
+        return f"auto: {effective_template(config)}"
+    except UserError:
+        return config.prompt_template
 
 
 def model_card(config: RunConfig, metrics: list[dict], evaluation: dict | None = None) -> str:
@@ -28,7 +40,7 @@ def model_card(config: RunConfig, metrics: list[dict], evaluation: dict | None =
         f"- reward: {' + '.join(f'{w:g} x {r}' for r, w in zip(config.rewards, config.weights, strict=True))}",
         f"- K = {config.num_generations} completions per prompt, {config.prompts_per_step} prompts per step, "
         f"{len(metrics)} of {config.max_steps} steps, lr {config.learning_rate:g}, beta {config.beta:g}",
-        f"- prompts: {config.data_source} ({config.prompt_template} template)",
+        f"- prompts: {config.data_source} ({_template(config)} template)",
     ]
     if metrics:
         r0, r1 = first.get("reward", float("nan")), last.get("reward", float("nan"))

@@ -118,19 +118,27 @@ def smooth(values: Sequence[float | None], weight: float) -> list[float | None]:
     """TensorBoard's debiased exponential moving average; ``weight`` 0 returns the values unchanged.
 
     Debiasing divides by ``1 - weight**n`` so the first points are not dragged towards zero by the empty start.
-    None and NaN pass through at their position and do not disturb the average, so the length never changes.
-    ``weight`` is clamped to [0, 0.999]: 1 would freeze the curve at its first value.
+    That is pandas' ``ewm(alpha=1 - weight, adjust=True)``: the mean of the points so far weighted by
+    ``weight**age``. None and NaN pass through at their position and do not disturb the average (``ignore_na``: a
+    gap is not an age step), so the length never changes. ``weight`` is clamped to [0, 0.999]: 1 would freeze the
+    curve at its first value. (pandas is imported on the first call; gradio has imported it already in the app.)
     """
     weight = min(max(float(weight), 0.0), 0.999)
-    out: list[float | None] = []
-    last, n = 0.0, 0
-    for v in values:
-        if v is None or not math.isfinite(v):
-            out.append(v)
-            continue
-        last = last * weight + (1 - weight) * v
-        n += 1
-        out.append(last / (1 - weight**n))
+    if not len(values):
+        return []
+    import numpy as np
+    import pandas as pd
+
+    raw = np.array(values, dtype=np.float64)  # None becomes NaN
+    ok = np.isfinite(raw)
+    averaged = (
+        raw
+        if weight == 0.0
+        else pd.Series(np.where(ok, raw, np.nan)).ewm(alpha=1.0 - weight, adjust=True, ignore_na=True).mean().to_numpy()
+    )
+    out = averaged.tolist()
+    for i in np.flatnonzero(~ok).tolist():  # gaps keep what they were (None, NaN, inf)
+        out[i] = values[i]
     return out
 
 

@@ -11,7 +11,11 @@ Registered names (``REWARDS``):
   so each can expose reward hacking of the other;
 - ``length_penalty``: -1 for an empty completion rising linearly to 0 at 12 words, to discourage collapse into
   very short outputs when combined with a sentiment reward;
-- ``classifier:<hub id or folder>``: any sentiment classifier that ``pipeline("sentiment-analysis")`` loads.
+- ``classifier:<hub id or folder>``: any sentiment classifier that ``pipeline("sentiment-analysis")`` loads;
+- ``keyword:<word>``: occurrences of one word (letters and digits), capped at ``KEYWORD_CAP``, scaled to [0, 1];
+- ``length_target:<n>``: 1 at exactly n words, falling linearly with the distance from n, down to -1;
+- ``module:<file.py>:<function>``: your own function with TRL's signature (``rloo_demo.user_rewards``; it runs code
+  from a file, so a public server refuses it).
 Only the completion is scored, not the prompt: the policy is rewarded for what it wrote.
 """
 
@@ -134,6 +138,42 @@ def length_penalty(prompts, completions, completion_ids=None, **columns) -> list
     return [min(0.0, len(completion_text(c).split()) / LENGTH_TARGET_WORDS - 1.0) for c in completions]
 
 
+# ----------------------------------------------------------------------------- keyword and length target
+
+KEYWORD_PREFIX = "keyword:"
+KEYWORD_CAP = 3  # occurrences beyond this earn nothing more: repeating a word forever is not the goal
+MAX_KEYWORD_CHARS = 32
+_KEYWORD = re.compile(rf"[^\W_]{{1,{MAX_KEYWORD_CHARS}}}")
+LENGTH_TARGET_PREFIX = "length_target:"
+MAX_LENGTH_TARGET = 256  # words
+
+
+def make_keyword_reward(word: str) -> RewardFn:
+    """min(occurrences of ``word`` as a whole word, any case, ``KEYWORD_CAP``) / ``KEYWORD_CAP``, in [0, 1]."""
+    pattern = re.compile(rf"\b{re.escape(word)}\b", re.IGNORECASE)
+
+    def reward(prompts, completions, completion_ids=None, **columns) -> list[float]:
+        return [min(len(pattern.findall(completion_text(c))), KEYWORD_CAP) / KEYWORD_CAP for c in completions]
+
+    reward.__name__ = f"keyword_{word.lower()}"
+    return reward
+
+
+def make_length_target_reward(target: int) -> RewardFn:
+    """1 - |words - target| / target, clipped at -1: 1 for a completion of exactly ``target`` words."""
+
+    def reward(prompts, completions, completion_ids=None, **columns) -> list[float]:
+        return [max(-1.0, 1.0 - abs(len(completion_text(c).split()) - target) / target) for c in completions]
+
+    reward.__name__ = f"length_target_{target}"
+    return reward
+
+
+def _length_target(name: str) -> int | None:
+    value = name.removeprefix(LENGTH_TARGET_PREFIX)
+    return int(value) if value.isdigit() and len(value) <= 6 and 1 <= int(value) <= MAX_LENGTH_TARGET else None
+
+
 # ----------------------------------------------------------------------------- registry
 
 REWARDS: dict[str, Callable[[], RewardFn]] = {
@@ -142,27 +182,68 @@ REWARDS: dict[str, Callable[[], RewardFn]] = {
     "length_penalty": lambda: length_penalty,
 }
 CLASSIFIER_PREFIX = "classifier:"
+MODULE_PREFIX = "module:"
 
 
 def metric_name(name: str) -> str:
-    """The function name (and so the TRL metric key) for a registered reward name."""
+    """The function name (and so the TRL metric key) for a reward name; a module reward is named by its function."""
     if name.startswith(CLASSIFIER_PREFIX):
         return "classifier_" + re.sub(r"[^0-9A-Za-z]+", "_", name.removeprefix(CLASSIFIER_PREFIX)).strip("_")
+    if name.startswith(KEYWORD_PREFIX):
+        return f"keyword_{name.removeprefix(KEYWORD_PREFIX).lower()}"
+    if name.startswith(LENGTH_TARGET_PREFIX):
+        return f"length_target_{_length_target(name)}"
+    if name.startswith(MODULE_PREFIX):
+        return name.rsplit(":", 1)[-1]
     return name
 
 
-def check_reward_name(name: str) -> None:
-    """Raise ``InputError`` with the known names for an unknown reward name (no model is loaded)."""
+def _shown(text: str) -> str:
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def check_reward_name(name: str, check_files: bool = True) -> None:
+    """Raise ``InputError`` with the known names for an unknown or malformed reward name. Nothing is loaded or
+    imported; ``check_files`` also looks for a module reward's file (off in public mode, where no path is looked at)."""
     if name in REWARDS or (name.startswith(CLASSIFIER_PREFIX) and len(name) > len(CLASSIFIER_PREFIX)):
         return
-    shown = name if len(name) <= 60 else name[:59] + "…"
-    raise InputError(f"unknown reward {shown!r}; choose from {', '.join(REWARDS)} or 'classifier:<hub id or folder>'")
+    if name.startswith(KEYWORD_PREFIX):
+        if not _KEYWORD.fullmatch(name.removeprefix(KEYWORD_PREFIX)):
+            raise InputError(
+                f"{_shown(name)!r}: a keyword is one word of 1 to {MAX_KEYWORD_CHARS} letters or digits, "
+                "e.g. keyword:great"
+            )
+        return
+    if name.startswith(LENGTH_TARGET_PREFIX):
+        if _length_target(name) is None:
+            raise InputError(
+                f"{_shown(name)!r}: a length target is a whole number of words from 1 to {MAX_LENGTH_TARGET}, "
+                "e.g. length_target:20"
+            )
+        return
+    if name.startswith(MODULE_PREFIX):
+        from rloo_demo.user_rewards import check_spec
+
+        check_spec(name.removeprefix(MODULE_PREFIX), check_files=check_files)
+        return
+    raise InputError(
+        f"unknown reward {_shown(name)!r}; choose from {', '.join(REWARDS)}, 'classifier:<hub id or folder>', "
+        "'keyword:<word>', 'length_target:<words>' or 'module:<file.py>:<function>'"
+    )
 
 
 def build_reward(name: str) -> RewardFn:
     check_reward_name(name)
     if name.startswith(CLASSIFIER_PREFIX):
         return make_classifier_reward(name.removeprefix(CLASSIFIER_PREFIX), name=metric_name(name))
+    if name.startswith(KEYWORD_PREFIX):
+        return make_keyword_reward(name.removeprefix(KEYWORD_PREFIX))
+    if name.startswith(LENGTH_TARGET_PREFIX):
+        return make_length_target_reward(_length_target(name))
+    if name.startswith(MODULE_PREFIX):
+        from rloo_demo.user_rewards import load_reward
+
+        return load_reward(name.removeprefix(MODULE_PREFIX))
     return REWARDS[name]()
 
 

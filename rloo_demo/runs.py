@@ -304,6 +304,7 @@ class RunFolder:
         if hasattr(model, "merge_and_unload"):  # a PEFT model: keep the adapter, and a merged model that loads alone
             model.save_pretrained(tmp / "adapter")
             tokenizer.save_pretrained(tmp / "adapter")
+            portable_adapter_config(tmp / "adapter", self.config().policy)
             model = model.merge_and_unload()
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
@@ -416,6 +417,16 @@ class RunFolder:
             skipped_lines=skipped,
         )
         return out
+
+
+def portable_adapter_config(folder: Path, base_model: str) -> None:
+    """PEFT writes the base model's local folder (an HF cache snapshot, or this checkout's assets) into
+    ``adapter_config.json``; record the policy's name instead (a hub id, or ``embedded:<asset>``, which
+    ``rloo_demo.hub.resolve_model`` turns into a folder), so the adapter loads on another machine."""
+    path = folder / "adapter_config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["base_model_name_or_path"] = base_model
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _number(value):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from rloo_demo.errors import InputError
+from rloo_demo.prompts import encode_prompt
 
 
 def _filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -71,16 +72,18 @@ def sample_token_ids(
 def sample(
     model,
     tokenizer,
-    prompt: str,
+    prompt,
     num_samples: int = 1,
     max_new_tokens: int = 24,
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int = 0,
 ) -> list[dict]:
-    """``num_samples`` completions of ``prompt``: ``[{"text", "token_ids"}]``, stopping each at EOS (not kept)."""
+    """``num_samples`` completions of ``prompt``: ``[{"text", "token_ids"}]``, stopping each at EOS (not kept).
+    ``prompt`` is a text, or a chat's messages (tokenized through the chat template, as TRL does; the text is then
+    the reply)."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    ids = torch.tensor([encode_prompt(tokenizer, prompt)], dtype=torch.long)
     if ids.size(1) == 0:
         ids = torch.tensor([[tokenizer.bos_token_id or tokenizer.eos_token_id]])
     max_ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", 2048)
@@ -97,12 +100,13 @@ def sample(
 
 
 @torch.no_grad()
-def sequence_logprob(model, tokenizer, prompt: str, completion_ids: list[int]) -> float:
-    """Sum over the completion's tokens of log p(token | prompt, earlier tokens) under ``model``."""
+def sequence_logprob(model, tokenizer, prompt, completion_ids: list[int]) -> float:
+    """Sum over the completion's tokens of log p(token | prompt, earlier tokens) under ``model`` (``prompt``: a text
+    or a chat's messages)."""
     if not completion_ids:
         return 0.0
     device = next(model.parameters()).device
-    prompt_ids = tokenizer(prompt, return_tensors="pt").input_ids[0].tolist()
+    prompt_ids = encode_prompt(tokenizer, prompt)
     ids = torch.tensor([prompt_ids + completion_ids], device=device)
     logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     logps = logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids, device=device)[:, None])

@@ -47,16 +47,20 @@ def load_policy(name: str):
 
 
 def check_resources(config: RunConfig) -> None:
-    """Resolve every model and read the prompts, so that a missing model, a non-classifier reward model or a data
-    file without its text column fails before any run folder is made or model loaded."""
-    from rloo_demo.data import prompt_dataset
+    """Resolve every model and read the prompts, so that a missing model, a policy too large for this machine, a
+    non-classifier reward model, a reward module that does not load, a chat template the policy lacks or a data file
+    without its text column fails before any run folder is made or model loaded."""
     from rloo_demo.hub import resolve_model
+    from rloo_demo.model_size import check_policy_fits
+    from rloo_demo.prompts import check_template, run_prompts
     from rloo_demo.rewards import build_reward
 
-    resolve_model(config.policy)
+    check_policy_fits(config)  # from the safetensors headers (or the hub's metadata): before any download
+    folder = resolve_model(config.policy)
     for name in config.rewards:
-        build_reward(name)  # classifier rewards resolve their model and check it is one; nothing heavy loads yet
-    prompt_dataset(config.data_source, "train", config.prompt_template, config.prompt_words, 1, config.text_column)
+        build_reward(name)  # classifier rewards resolve their model and check it is one; modules are imported
+    check_template(config, folder)
+    run_prompts(config, "train", 1, folder)
 
 
 class WeightsLock(TrainerCallback):
@@ -217,23 +221,18 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     import tempfile
 
     from rloo_demo.capture import CapturingRLOOTrainer
-    from rloo_demo.data import prompt_dataset
+    from rloo_demo.prompts import run_prompts
     from rloo_demo.rewards import build_reward
     from rloo_demo.trainers import trainer_for
 
     run = state.run
     model, tokenizer = load_policy(config.policy)
     reward_funcs = [build_reward(name) for name in config.rewards]
-    dataset = prompt_dataset(
-        config.data_source,
-        "train",
-        config.prompt_template,
-        config.prompt_words,
-        text_column=config.text_column,
-    )
+    dataset = run_prompts(config, "train")  # lists of messages for a chat run: TRL applies the chat template
     trainer_dir = run.path / "trainer" if run is not None else tempfile.mkdtemp(prefix="rloo-rank-")
     num_processes = distributed.init_distributed().num_processes
-    args = config.to_rloo_config(trainer_dir, num_processes=num_processes, reward_weights=config.weights)
+    names = {"run_name": run.name} if run is not None else {}  # the run's name in trackers (trackio, wandb)
+    args = config.to_rloo_config(trainer_dir, num_processes=num_processes, reward_weights=config.weights, **names)
     callbacks = [
         LiveMetricsCallback(
             state.channel,

@@ -66,7 +66,9 @@ def test_instruction_template():
 
 def test_unknown_template():
     with pytest.raises(ValueError, match="unknown prompt template"):
-        prompt_dataset(template="chat", limit=1)
+        prompt_dataset(template="bogus", limit=1)
+    with pytest.raises(ValueError, match="unknown prompt template"):  # "auto" is resolved before a dataset is built
+        prompt_dataset(template="auto", limit=1)
 
 
 def test_local_csv_and_jsonl_sources(tmp_path):

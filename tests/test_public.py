@@ -91,6 +91,14 @@ HOSTILE_SETTINGS = [
     ({"variance_every": "often"}, "must be a whole number"),
     ({"estimator": "ppo"}, "unknown estimator"),
     ({"estimator": "grpo", "variance_every": 100}, "use it with estimator rloo or reinforce"),
+    ({"rewards": ["module:examples/rewards.py:keyword_count"]}, "only a local server"),
+    ({"rewards": ["module:/etc/passwd.py:x"]}, "only a local server"),
+    ({"rewards": ["module:../../x.py:os.system"]}, "only a local server"),
+    ({"use_vllm": True}, "generates with transformers"),
+    ({"rewards": ["keyword:a b"]}, "letters or digits"),
+    ({"rewards": ["length_target:1e9"]}, "from 1 to 256"),
+    ({"system_prompt": "x" * 501}, "at most 500 characters"),
+    ({"system_prompt": ["not", "text"]}, "must be a text or null"),
 ]
 HOSTILE_TEXT = [
     ("[1, 2]", "must be a mapping"),

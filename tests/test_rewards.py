@@ -82,6 +82,7 @@ def test_user_classifier_by_folder():
 
 
 def test_unknown_reward():
+
     with pytest.raises(InputError, match="unknown reward"):
         build_reward("bleu")
 

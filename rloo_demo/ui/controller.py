@@ -490,11 +490,12 @@ class Controller:
 
     def heldout_choices(self, name, limit: int = 40) -> list[str]:
         from rloo_demo.evaluation import heldout_prompts
+        from rloo_demo.prompts import prompt_text
 
         view = self.view(name)
         config = view.config if view is not None and view.config is not None else RunConfig()
-        try:
-            return list(heldout_prompts(config, limit))
+        try:  # a chat run's prompts are messages: the dropdown offers their user turns
+            return [prompt_text(p) for p in heldout_prompts(config, limit)]
         except UserError:
             return []
 
@@ -549,6 +550,7 @@ class Controller:
         """N samples of base and trained for one prompt with the same seed, each scored by every reward function."""
         from rloo_demo.evaluation import Scorer
         from rloo_demo.judges import base_perplexity, collapse_warning, judge_texts
+        from rloo_demo.prompts import as_run_prompt
         from rloo_demo.sampling import sample
 
         args = self.limits.sampling_request(num_samples, max_new_tokens, temperature, top_p, seed, prompt)
@@ -557,13 +559,14 @@ class Controller:
             base, trained, tok, config = self.models_for(name)
             scorer = Scorer(config)
             prompt = args["prompt"]
+            asked = as_run_prompt(config, prompt)  # the user turn of a chat, as the policy saw its prompts
             out = {"run": name, "prompt": prompt, "seed": args["seed"], "trained_on": scorer.trained.names}
             out["judges"] = {}
             for label, model in (("base", base), ("trained", trained)):
                 samples = sample(
                     model,
                     tok,
-                    prompt,
+                    asked,
                     args["num_samples"],
                     args["max_new_tokens"],
                     args["temperature"],
@@ -579,7 +582,7 @@ class Controller:
                 # judges of the text itself: diversity, repetition and how likely the base model finds it
                 judged = judge_texts(texts)
                 ids = [s["token_ids"] for s in samples]
-                judged["base_perplexity"] = base_perplexity(base, tok, [prompt] * len(ids), ids)
+                judged["base_perplexity"] = base_perplexity(base, tok, [asked] * len(ids), ids)
                 out["judges"][label] = judged
             out["collapse_warning"] = collapse_warning(out["judges"]["trained"], out["judges"]["base"])
         return out

@@ -6,6 +6,13 @@ from rloo_demo.config import RunConfig
 from rloo_demo.errors import InputError
 
 BUILTIN_REWARDS = ["vader_compound", "sentiment_classifier", "length_penalty"]
+PROMPT_TEMPLATES = ["auto", "continuation", "instruction", "chat"]
+# Instruct models the policy box suggests on a local server: they need the hub (or the HF cache) and a GPU.
+INSTRUCT_MODELS = [
+    "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "meta-llama/Llama-3.2-1B-Instruct",
+]
 
 # Order of the form's inputs; the Blocks pass values in this order.
 FORM_FIELDS = [
@@ -16,8 +23,13 @@ FORM_FIELDS = [
     "w_length_penalty",
     "custom_classifier",
     "w_custom",
+    "extra_reward",
+    "w_extra",
+    "reward_module",
+    "w_module",
     "data_source",
     "prompt_template",
+    "system_prompt",
     "num_generations",
     "prompts_per_step",
     "max_steps",
@@ -30,6 +42,8 @@ FORM_FIELDS = [
     "use_lora",
     "lora_r",
     "variance_every",
+    "bf16",
+    "use_vllm",
 ]
 
 
@@ -44,8 +58,13 @@ def defaults() -> dict:
         "w_length_penalty": weights.get("length_penalty", 0.5),
         "custom_classifier": "",
         "w_custom": 1.0,
+        "extra_reward": "",
+        "w_extra": 1.0,
+        "reward_module": "",
+        "w_module": 1.0,
         "data_source": c.data_source,
         "prompt_template": c.prompt_template,
+        "system_prompt": c.system_prompt or "",
         "num_generations": c.num_generations,
         "prompts_per_step": c.prompts_per_step,
         "max_steps": c.max_steps,
@@ -58,6 +77,8 @@ def defaults() -> dict:
         "use_lora": c.use_lora,
         "lora_r": c.lora_r,
         "variance_every": c.variance_every,
+        "bf16": c.bf16,
+        "use_vllm": c.use_vllm,
     }
 
 
@@ -73,7 +94,8 @@ def _text(value):
 
 def form_settings(values) -> dict:
     """RunConfig settings from the Train form's values, unchecked: the controller checks them like any request.
-    Only the shape is handled here (rewards and their weights, the optional classifier); values pass through."""
+    Only the shape is handled here (rewards and their weights, the optional classifier, built-in reward with a
+    parameter and reward module); values pass through."""
     if not isinstance(values, dict):
         raise InputError("the form values must be a mapping of field names to values")
     chosen = values.get("rewards") if isinstance(values.get("rewards"), list) else []
@@ -83,14 +105,26 @@ def form_settings(values) -> dict:
     if isinstance(custom, str) and custom:
         rewards.append(custom if custom.startswith("classifier:") else f"classifier:{custom}")
         weights.append(values.get("w_custom"))
+    extra = _text(values.get("extra_reward"))  # keyword:<word> or length_target:<n>
+    if isinstance(extra, str) and extra:
+        rewards.append(extra)
+        weights.append(values.get("w_extra"))
+    module = _text(values.get("reward_module"))  # path.py:function (a local server only: limits refuse it elsewhere)
+    if isinstance(module, str) and module:
+        rewards.append(module if module.startswith("module:") else f"module:{module}")
+        weights.append(values.get("w_module"))
+    system = _text(values.get("system_prompt"))
     settings = {
         "policy": _text(values.get("policy")),
         "rewards": rewards,
         "reward_weights": weights,
         "data_source": _text(values.get("data_source")) or "embedded:imdb",
-        "prompt_template": values.get("prompt_template") or "continuation",
+        "prompt_template": values.get("prompt_template") or "auto",
+        "system_prompt": system if system != "" else None,
         "normalize_advantages": values.get("normalize_advantages", False),
         "use_lora": values.get("use_lora", False),
+        "bf16": values.get("bf16", False),
+        "use_vllm": values.get("use_vllm", False),
     }
     for k in ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "seed", "lora_r"):
         settings[k] = _whole(values.get(k))

@@ -13,12 +13,22 @@ from rloo_demo import plots
 from rloo_demo.hub import EMBEDDED_POLICY
 from rloo_demo.ui.common import Page, as_plot, caller_of, error_markdown, guarded
 from rloo_demo.ui.controller import RunView
-from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, defaults
+from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, INSTRUCT_MODELS, PROMPT_TEMPLATES, defaults
 from rloo_demo.ui.views import live_collapse_warning, status_line, text
 
 REWARD_HELP = (
     "**vader_compound**: lexicon sentiment in [-1, 1] · **sentiment_classifier**: the embedded IMDB classifier, "
-    "signed probability · **length_penalty**: −1 for an empty completion, 0 from 12 words on"
+    "signed probability · **length_penalty**: −1 for an empty completion, 0 from 12 words on · "
+    "**keyword:&lt;word&gt;**: occurrences of the word, up to 3, scaled to [0, 1] · **length_target:&lt;n&gt;**: 1 at "
+    "exactly n words, less the further from n"
+)
+MODULE_HELP = (
+    "Your own function with TRL's signature, `f(prompts, completions, **kwargs) -> list[float]` (None: not "
+    "applicable), e.g. `examples/rewards.py:keyword_count`. It runs that file's code in this server."
+)
+INSTRUCT_NOTE = (
+    "embedded model, local folder or hub id. The instruct models in the list use their chat template; they need "
+    "the hub (or the HF cache) and a GPU"
 )
 METER_HELP = """Every N steps the meter samples 4 more batches of K completions for the step's prompts and takes one
 backward pass per completion. For each estimator (`rloo`, `grpo`, `dr_grpo`, `reinforce_pp`, `batch_mean`,
@@ -44,14 +54,15 @@ def build(page: Page) -> SimpleNamespace:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
             with gr.Group():
+                suggested = [EMBEDDED_POLICY, *limits.allowed_models]
+                if open_models:  # a local server suggests the instruct models (a public one offers what it allows)
+                    suggested += [m for m in INSTRUCT_MODELS if m not in suggested]
                 ui.policy = gr.Dropdown(
-                    [EMBEDDED_POLICY, *limits.allowed_models],
+                    suggested,
                     value=d["policy"],
                     allow_custom_value=open_models,
                     label="Policy",
-                    info="embedded model, local folder or hub id (e.g. sshleifer/tiny-gpt2)"
-                    if open_models
-                    else "models this server offers",
+                    info=INSTRUCT_NOTE if open_models else "models this server offers",
                 )
                 ui.rewards = gr.CheckboxGroup(BUILTIN_REWARDS, value=d["rewards"], label="Reward functions")
                 with gr.Row():
@@ -68,6 +79,26 @@ def build(page: Page) -> SimpleNamespace:
                         scale=3,
                     )
                     ui.w_custom = gr.Number(d["w_custom"], label="weight", min_width=80, scale=1)
+                with gr.Row():
+                    ui.extra_reward = gr.Textbox(
+                        d["extra_reward"],
+                        label="Keyword or length target (optional)",
+                        placeholder="keyword:great or length_target:20",
+                        max_length=60,
+                        scale=3,
+                    )
+                    ui.w_extra = gr.Number(d["w_extra"], label="weight", min_width=80, scale=1)
+                with gr.Row(visible=open_models):  # a public server runs no code of its visitors
+                    ui.reward_module = gr.Textbox(
+                        d["reward_module"],
+                        label="Reward module (path.py:function)",
+                        placeholder="examples/rewards.py:keyword_count",
+                        info=MODULE_HELP,
+                        interactive=open_models,
+                        scale=3,
+                        elem_id="reward-module",
+                    )
+                    ui.w_module = gr.Number(d["w_module"], label="weight", min_width=80, scale=1)
                 gr.Markdown(REWARD_HELP, elem_classes=["rloo-small"])
             with gr.Group():
                 with gr.Row():
@@ -78,8 +109,17 @@ def build(page: Page) -> SimpleNamespace:
                         interactive=open_models or bool(limits.allowed_datasets),
                     )
                     ui.prompt_template = gr.Radio(
-                        ["continuation", "instruction"], value=d["prompt_template"], label="Prompt template"
+                        PROMPT_TEMPLATES,
+                        value=d["prompt_template"],
+                        label="Prompt template",
+                        info="auto: chat when the policy has a chat template, else continuation",
                     )
+                ui.system_prompt = gr.Textbox(
+                    d["system_prompt"],
+                    label="System prompt (chat prompts only, optional)",
+                    max_length=limits.max_prompt_chars,
+                    lines=1,
+                )
                 with gr.Row():
                     ui.num_generations = gr.Slider(
                         2, limits.max_k, value=d["num_generations"], step=1, label="K completions per prompt"
@@ -128,6 +168,9 @@ def build(page: Page) -> SimpleNamespace:
                         precision=0,
                         minimum=0,
                     )
+                with gr.Row(visible=open_models):
+                    ui.bf16 = gr.Checkbox(d["bf16"], label="bf16 autocast (GPU)")
+                    ui.use_vllm = gr.Checkbox(d["use_vllm"], label="vLLM generation (GPU, needs vllm)")
             ui.estimate = gr.Markdown(controller.estimate(d), elem_id="run-estimate", elem_classes=["rloo-small"])
             ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
             with gr.Row():
@@ -191,6 +234,13 @@ def figures(records: list[dict], smoothing) -> list:
     return [as_plot(f) for f in figs]
 
 
+def failure_markdown(error: str) -> str:
+    """A failed run's error; one with several lines (a reward function's traceback) keeps them, in a block."""
+    if "\n" in error.strip():
+        return f"**Run failed:**\n\n<pre>{text(error.strip())}</pre>"
+    return f"**Run failed:** {text(error)}"
+
+
 def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn) -> dict:
     """A tick's update of the Train tab: the status line always, the plots only when a new step arrived."""
     status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason)
@@ -199,7 +249,7 @@ def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn) -> dict:
         status += f"<br>**{text(warning)}**"
     out = {
         ui.status: status,
-        ui.run_error: f"**Run failed:** {text(view.error)}" if view.status == "failed" and view.error else "",
+        ui.run_error: failure_markdown(view.error) if view.status == "failed" and view.error else "",
     }
     if view.last_step != last_drawn:
         out.update(zip(ui.plots, figures(view.records, smoothing), strict=True))

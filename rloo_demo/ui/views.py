@@ -9,6 +9,7 @@ import shlex
 from dataclasses import fields
 
 from rloo_demo.config import RunConfig
+from rloo_demo.prompts import prompt_text
 
 POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
 
@@ -89,7 +90,7 @@ def status_line(
 
 def group_label(group: dict) -> str:
     """The dropdown label of a prompt group."""
-    return f"Prompt {group['group'] + 1}: {group['prompt'][:40]}"
+    return f"Prompt {group['group'] + 1}: {prompt_text(group['prompt'])[:40]}"
 
 
 def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], list[list]]:
@@ -129,7 +130,7 @@ def groups_html(groups: list[dict]) -> str:
             body.append(f"<tr class='{_sign_class(c['advantage'])}'>{''.join(cells)}</tr>")
         out.append(
             f"<div class='rloo-group'><div class='rloo-prompt'>Prompt {g['group'] + 1}: "
-            f"<b>{html.escape(g['prompt'])}</b>…</div>"
+            f"<b>{html.escape(prompt_text(g['prompt']))}</b>…</div>"
             f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
     return "".join(out)
