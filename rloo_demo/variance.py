@@ -451,10 +451,12 @@ def _reference(trainer, model):
 # ----------------------------------------------------------------------------- after training (the CLI)
 
 
-def left_padded(tokenizer, prompts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+def left_padded(tokenizer, prompts: Sequence) -> tuple[list[list[int]], list[list[int]]]:
     """Prompt ids left-padded to a common width with their masks, as TRL batches them (the meter scores each
     completion after its prompt row exactly as the trainer's loss would)."""
-    ids = [tokenizer(p).input_ids for p in prompts]
+    from rloo_demo.prompts import encode_prompt
+
+    ids = [encode_prompt(tokenizer, p) for p in prompts]
     width = max(len(x) for x in ids)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return [[pad] * (width - len(x)) + x for x in ids], [[0] * (width - len(x)) + [1] * len(x) for x in ids]
@@ -464,8 +466,8 @@ def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progres
     """The meter on a run's policy, outside training: ``steps`` batches of the run's training prompts
     (``prompts_per_step`` each, K completions per prompt, all R replicates sampled fresh), scored with the run's
     rewards, beta, sampling settings and reference (the base policy). ``at``: the trained model or the base."""
-    from rloo_demo.data import prompt_dataset
     from rloo_demo.errors import NotFound
+    from rloo_demo.prompts import run_prompts
     from rloo_demo.rewards import WeightedReward
     from rloo_demo.training import load_policy
 
@@ -482,9 +484,8 @@ def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progres
         if config.generation_batch_size is None
         else config.completions_per_step // config.num_generations
     )
-    prompts = prompt_dataset(
-        config.data_source, "train", config.prompt_template, config.prompt_words, steps * n, config.text_column
-    )["prompt"]
+    # The run's own template (``auto`` resolved against its policy), so the meter sees the prompts it trained on.
+    prompts = run_prompts(config, "train", steps * n)["prompt"]
     reward = WeightedReward.from_names(config.rewards, config.weights)
     settings = MeterSettings(
         reward=lambda p, t: reward(p, t),
