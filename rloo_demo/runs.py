@@ -6,6 +6,8 @@
                           identity of the process that trains it}
         metrics.jsonl     one line per optimisation step: everything TRL logs, plus step and elapsed time
         rollouts.jsonl    one line per prompt group per step: prompt, K completions, scores, KL, baseline, advantage
+                          (and each completion's per-token record, ``rloo_demo.tokens``)
+        snapshots/        policy snapshots every ``snapshot_every`` steps, for the probe (``rloo_demo.snapshots``)
         evaluation.json   the last base-vs-trained evaluation, when one was run
         model/            trained policy and tokenizer; appears only when complete (written to .model.tmp, renamed)
 

@@ -10,6 +10,7 @@ other threads copy the policy between two optimiser steps, never during one.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import shutil
 import threading
@@ -251,10 +252,20 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
         processing_class=tokenizer,
         callbacks=callbacks,
         rollout_sink=lambda step, groups: _keep_rollouts(state, step, groups),
+        record_tokens=config.record_tokens,
         peft_config=config.peft_config(),
     )
     # With tqdm off, Trainer prints every log dict to stdout; our channel, files and progress bar replace that.
     trainer.remove_callback(PrinterCallback)
+    if run is not None and config.snapshot_every > 0:
+        if trainer.accelerator.distributed_type.value in ("FSDP", "DEEPSPEED"):
+            # Each rank holds a slice of the weights; gathering them every N steps is not worth it for a probe.
+            logging.getLogger(__name__).warning("snapshot_every is ignored under FSDP / DeepSpeed: no snapshots")
+        else:
+            from rloo_demo.snapshots import SnapshotCallback
+
+            policy = lambda: trainer.accelerator.unwrap_model(trainer.model)  # noqa: E731
+            trainer.add_callback(SnapshotCallback(run.path, config.snapshot_every, policy))
     return trainer
 
 
