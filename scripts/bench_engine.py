@@ -14,10 +14,11 @@ a change in the machine's load hits every variant alike: without the per-token r
 #10), with the record only, and with the record and the default snapshots. It prints, per variant, the step time
 (the median gap between consecutive steps' records, which includes the step-boundary forward and the snapshot
 saves; TRL's own ``step_time`` does not see them), the part of it outside TRL's ``training_step`` (the step
-boundary), the process's CPU time for the run (steadier than wall time on shared cores), the rollouts.jsonl bytes
-per step and the snapshots' size, and writes them to ``<output_dir>/tokens-overhead.json``. Target (issue 10): at
-most 10% more time per step on the default run. Take the figures on a quiet machine: on shared cores the noise is
-larger than the difference.
+boundary), the process's CPU time for the run, the share of the training time spent in the per-token work (timed
+inside the same steps, so the least sensitive to the machine's load), the rollouts.jsonl bytes per step and the
+snapshots' size, and writes them to ``<output_dir>/tokens-overhead.json``. Target (issue 10): at most 10% more time
+per step on the default run. Take the figures on a quiet machine: on shared cores the noise is larger than the
+difference.
 """
 
 from __future__ import annotations
@@ -114,22 +115,50 @@ def _run_figures(state, cpu_seconds: float) -> dict:
     }
 
 
+class _Stopwatch:
+    """Seconds spent in the capture's per-token work (the lists at generation, the 'after' forward at the step's
+    end), measured inside the same steps as the step times: a share of the step that the machine's load changes
+    far less than the step times of two separate runs."""
+
+    def __init__(self):
+        from rloo_demo.capture import CapturingRLOOTrainer
+
+        self.seconds = 0.0
+        for name in ("_token_lists", "_record_after"):
+            original = getattr(CapturingRLOOTrainer, name)
+            setattr(CapturingRLOOTrainer, name, self._timed(original))
+
+    def _timed(self, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return wrapper
+
+
 def tokens_overhead(argv: list[str], repeats: int) -> int:
     args = build_parser().parse_args(["train", *argv])
     base = config_from_args(args)
     if "output_dir" not in vars(args):
         base.output_dir = "runs/bench-tokens"
     results: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+    stopwatch = _Stopwatch()
     for r in range(repeats):
         for name, changes in VARIANTS.items():
             config = RunConfig.from_dict(base.to_dict() | changes | {"run_name": None})
-            cpu = time.process_time()
+            cpu, stopwatch.seconds = time.process_time(), 0.0
             state = train(config)
             cpu = time.process_time() - cpu
             if state.status != "finished":
                 print(f"{name}: run {state.status}: {state.error}")
                 return 1
-            results[name].append(_run_figures(state, cpu))
+            figures = _run_figures(state, cpu)
+            steps_seconds = state.run.metrics()[-1]["time"]
+            figures["record_share"] = stopwatch.seconds / steps_seconds  # of the training time, in the same steps
+            results[name].append(figures)
             print(f"repeat {r + 1}/{repeats} {name}: {json.dumps(results[name][-1])}", flush=True)
 
     def mean(name, key):
@@ -141,7 +170,7 @@ def tokens_overhead(argv: list[str], repeats: int) -> int:
     rows = []
     header = (
         f"{'step s':>8} {'vs off':>7} {'TRL step_time':>13} {'boundary s':>10} {'CPU s/run':>9} {'vs off':>7} "
-        f"{'rollouts B/step':>15} {'snapshots MB':>12}"
+        f"{'record share':>12} {'rollouts B/step':>15} {'snapshots MB':>12}"
     )
     print(f"\n{'variant':26} {header}")
     for name in VARIANTS:
@@ -154,13 +183,14 @@ def tokens_overhead(argv: list[str], repeats: int) -> int:
             "boundary_seconds": mean(name, "boundary_seconds_median"),
             "cpu_seconds": cpu,
             "cpu_overhead": cpu / reference_cpu - 1,
+            "record_share": mean(name, "record_share"),
             "rollouts_bytes_per_step": mean(name, "rollouts_bytes_per_step"),
             "snapshots_mb": mean(name, "snapshots_mb"),
         }
         rows.append(row)
         print(
             f"{name:26} {step:8.3f} {row['overhead']:+7.1%} {row['trl_step_time']:13.3f} "
-            f"{row['boundary_seconds']:10.3f} {cpu:9.1f} {row['cpu_overhead']:+7.1%} "
+            f"{row['boundary_seconds']:10.3f} {cpu:9.1f} {row['cpu_overhead']:+7.1%} {row['record_share']:12.1%} "
             f"{row['rollouts_bytes_per_step']:15.0f} {row['snapshots_mb']:12.1f}"
         )
     out = {"config": base.to_dict(), "repeats": repeats, "summary": rows, "runs": results}
