@@ -22,6 +22,11 @@ Each step it also logs what TRL does not (``rloo_demo.diagnostics``): the three 
 judges of the text (distinct-2, repetition). ``batch_observers`` (the gradient-variance meter) see each training
 batch after it is recorded and may add metrics of their own. Two subclass hooks, ``_baselines`` and
 ``_replace_advantages``, let ``rloo_demo.trainers`` remove the baseline (plain REINFORCE) without patching TRL.
+With ``record_tokens`` it also keeps, per completion token, the piece of text, the policy's and the reference's
+log-probabilities (the tensors above), the policy's entropy (asked of TRL's own scoring call, from the same
+logits), and, at the step boundary, the log-probability under the weights right after the optimiser update: one
+extra no-grad forward over the step's completions (``rloo_demo.tokens`` explains the lists). So a step's groups are
+handed to ``rollout_sink`` at the end of the step, not when they are generated.
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ import time
 from collections.abc import Callable
 
 import torch
+from transformers import TrainerCallback
 from trl import RLOOTrainer
+from trl.models.utils import disable_gradient_checkpointing
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
 from rloo_demo.diagnostics import kl_estimators, step_diagnostics
 from rloo_demo.prompts import prompt_text
 from rloo_demo.rewards import completion_text
+from rloo_demo.tokens import round_keeping_sum
 
 RolloutSink = Callable[[int, list[dict]], None]
 # trainer, the batch TRL returned -> metrics to log for this step (or None)
@@ -43,17 +51,21 @@ BatchObserver = Callable[["CapturingRLOOTrainer", dict], dict[str, float] | None
 
 
 class CapturingRLOOTrainer(RLOOTrainer):
-    """``RLOOTrainer`` that hands each scored batch, grouped by prompt, to ``rollout_sink(step, groups)``."""
+    """``RLOOTrainer`` that hands each step's scored batch, grouped by prompt, to ``rollout_sink(step, groups)``
+    once the step's update is done."""
 
     baseline_kind = "leave-one-out"  # recorded in every group; "none" for plain REINFORCE (rloo_demo.trainers)
 
-    def __init__(self, *args, rollout_sink: RolloutSink | None = None, **kwargs):
+    def __init__(self, *args, rollout_sink: RolloutSink | None = None, record_tokens: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.rollout_sink = rollout_sink
+        self.record_tokens = record_tokens
         self._capture: dict | None = None
+        self._pending: dict | None = None  # this step's groups and local batch, until the step boundary
         self.last_rollouts: list[dict] = []
         self.last_completion_ids: torch.Tensor | None = None  # local rows, for parity tests
         self.batch_observers: list[BatchObserver] = []
+        self.add_callback(_StepBoundary(self))
 
     # 1. raw rewards and texts
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -67,9 +79,18 @@ class CapturingRLOOTrainer(RLOOTrainer):
 
     # 2. per-token log-probabilities of policy and reference
     def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):
+        cap = self._capture
+        scoring = cap is not None and not torch.is_grad_enabled()
+        # The first scoring call is the policy's (pi_old). Its entropies come from the logits it computes anyway;
+        # TRL discards them (it only asks for entropies in the loss), and its log-probabilities are unchanged.
+        entropy = scoring and self.record_tokens and not cap["logps"] and len(args) < 5  # not passed positionally
+        if entropy:
+            kwargs["compute_entropy"] = True
         out = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
-        if self._capture is not None and not torch.is_grad_enabled():
-            self._capture["logps"].append(out[0].detach().float())
+        if scoring:
+            cap["logps"].append(out[0].detach().float())
+            if entropy and out[1] is not None:
+                cap["entropy"] = out[1].detach().float()
         return out
 
     # 3. the batch as the loss will see it
@@ -120,6 +141,7 @@ class CapturingRLOOTrainer(RLOOTrainer):
             prompts, completions = gather_object(prompts), gather_object(completions)
         self.last_completion_ids = output["completion_ids"].detach().cpu()
         local_rows = mask.size(0)  # gathered in rank order, the same number of rows per rank
+        tokens = self._token_lists(cap, output) if self.record_tokens else None
 
         raw = cap["rewards_per_func"]  # already gathered over processes by TRL
         weights = self.reward_weights.float().cpu()
@@ -154,6 +176,8 @@ class CapturingRLOOTrainer(RLOOTrainer):
                         "rank": i // local_rows,  # the process that generated and scored it
                     }
                 )
+                if tokens is not None:
+                    completions_out[-1].update(tokens[i])
             entry = {
                 "step": step,
                 "group": g,
@@ -176,8 +200,86 @@ class CapturingRLOOTrainer(RLOOTrainer):
         diagnostics["diagnostics/seconds"] = time.perf_counter() - started
         self._log_step_metrics(diagnostics)
         self.last_rollouts = groups
-        if self.rollout_sink is not None and acc.is_main_process:
-            self.rollout_sink(step, groups)
+        batch = {k: output[k].detach() for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")}
+        self._pending = {"step": step, "groups": groups, "batch": batch}
+
+    def _token_lists(self, cap: dict, output: dict) -> list[dict]:
+        """Per completion (all ranks, in rank order): its tokens' pieces, log pi_old, log pi_ref and entropy."""
+        mask = output["completion_mask"].bool()
+        ids = output["completion_ids"]
+        policy = cap["logps"][0]
+        ref = cap["logps"][1] if self.beta != 0.0 else None
+        ent = cap.get("entropy")
+        rows = []
+        for r in range(mask.size(0)):
+            keep = mask[r]
+            row = {"ids": ids[r][keep].tolist(), "token_logp": policy[r][keep].tolist()}
+            if ref is not None:
+                row["token_ref_logp"] = ref[r][keep].tolist()
+            if ent is not None:
+                row["token_entropy"] = ent[r][keep].tolist()
+            rows.append(row)
+        if self.accelerator.num_processes > 1:  # rows differ in length across ranks: gather them as objects
+            from accelerate.utils import gather_object
+
+            rows = gather_object(rows)
+        tokenizer = getattr(self, "_tokenizer", None) or self.processing_class
+        flat = [[t] for row in rows for t in row["ids"]]
+        pieces = iter(tokenizer.batch_decode(flat, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+        out = []
+        for row in rows:
+            entry = {"token_texts": [next(pieces) for _ in row["ids"]]}
+            for key in ("token_logp", "token_ref_logp", "token_entropy"):
+                if key in row:
+                    entry[key] = round_keeping_sum(row[key])
+            out.append(entry)
+        return out
+
+    # 4. the step boundary: the optimiser has updated the weights
+    def _finish_step(self) -> None:
+        """Score the step's completions under the updated weights, then hand the step's groups to the sink."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        if self.record_tokens:
+            self._record_after(pending)
+        if self.rollout_sink is not None and self.accelerator.is_main_process:
+            self.rollout_sink(pending["step"], pending["groups"])
+
+    def _record_after(self, pending: dict) -> None:
+        b = pending["batch"]
+        input_ids = torch.cat([b["prompt_ids"], b["completion_ids"]], dim=1)
+        attention_mask = torch.cat([b["prompt_mask"], b["completion_mask"]], dim=1)
+        # The same call TRL scores pi_old with, so before and after are computed alike (autocast, temperature).
+        # No lock needed: this thread is the only one that changes the weights, and it is not changing them now.
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            after, _, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                input_ids,
+                attention_mask,
+                b["completion_ids"].size(1),
+                self.args.per_device_train_batch_size,
+            )
+        mask = b["completion_mask"].bool()
+        rows = [after[r][mask[r]].float().tolist() for r in range(mask.size(0))]
+        if self.accelerator.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            rows = gather_object(rows)
+        completions = [c for g in pending["groups"] for c in g["completions"]]
+        for c, row in zip(completions, rows, strict=True):
+            c["token_logp_after"] = round_keeping_sum(row)
+
+
+class _StepBoundary(TrainerCallback):
+    """Calls the trainer back at each step's end: after the optimiser step, before the step's metrics are logged
+    (so a reader that sees a step's metrics finds its rollouts too)."""
+
+    def __init__(self, trainer: CapturingRLOOTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer._finish_step()
 
 
 def _check_parity(groups: list[dict], normalized: bool) -> None:

@@ -188,6 +188,11 @@ class RunConfig:
         "gradient-variance meter: every N steps, measure each estimator's gradient variance and cosine to a 4x "
         "reference on the step's prompts (0 = off; rloo and reinforce runs)",
     )
+    # --- what the run records
+    record_tokens: bool = _f(
+        True, "per-token log-probabilities (before and after the update), reference and entropy in rollouts.jsonl"
+    )
+    snapshot_every: int = _f(25, "save a policy snapshot every N steps for the Rollouts tab's probe (0 = off)")
 
     # --- bigger models
     use_lora: bool = _f(False, "train a LoRA adapter (PEFT) instead of all weights; the reference is the base model")
@@ -258,6 +263,8 @@ class RunConfig:
         for name in ("prompts_per_step", "max_steps", "max_new_tokens", "prompt_words", "lora_r", "lora_alpha"):
             if ok(name) and getattr(self, name) <= 0:
                 p[name] = f"must be a positive whole number, not {getattr(self, name)!r}"
+        if ok("snapshot_every") and self.snapshot_every < 0:
+            p["snapshot_every"] = f"must be 0 (no snapshots) or a positive number of steps, not {self.snapshot_every!r}"
         if ok("seed") and not 0 <= self.seed <= MAX_SEED:
             p["seed"] = f"must be between 0 and {MAX_SEED}, not {self.seed}"
         if ok("learning_rate") and not 0 < self.learning_rate <= 1:

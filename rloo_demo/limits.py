@@ -47,6 +47,7 @@ class Limits:
     max_prompt_words: int = 512  # RLOO_MAX_PROMPT_WORDS
     max_lora_r: int = 512  # RLOO_MAX_LORA_R
     max_lora_alpha: int = 1024  # RLOO_MAX_LORA_ALPHA
+    min_snapshot_every: int = 1  # RLOO_MIN_SNAPSHOT_EVERY: steps between policy snapshots (each one a model save)
     max_run_seconds: float | None = None  # RLOO_MAX_RUN_SECONDS: compute budget; the run stops itself at a step
     abandon_seconds: float | None = None  # RLOO_ABANDON_SECONDS: stop a run whose starting page is gone this long
     min_variance_every: int = 1  # RLOO_MIN_VARIANCE_EVERY: fewest steps between two gradient-variance measurements
@@ -121,6 +122,12 @@ class Limits:
                 f"this server measures the gradient variance at most every {self.min_variance_every} steps "
                 "(each measurement costs several training steps); use 0 (off) or at least that"
             )
+        every = config.snapshot_every
+        if "snapshot_every" not in skip and 0 < every < self.min_snapshot_every:
+            p["snapshot_every"] = (
+                f"this server saves a policy snapshot at most every {self.min_snapshot_every} steps; "
+                f"use 0 (none) or at least {self.min_snapshot_every}"
+            )
         if not self.public:
             return p
         if "policy" not in skip and config.policy.strip() not in (EMBEDDED_POLICY, *self.allowed_models):
@@ -182,6 +189,17 @@ class Limits:
             "seed": as_int("seed", seed, 0, MAX_SEED),
         }
 
+    def probe_request(self, prompt, num_samples, seed) -> dict:
+        """The probe's arguments (a prompt's history across snapshots), checked like Compare's."""
+        prompt = as_text("prompt", prompt, self.max_prompt_chars)
+        if not prompt.strip():
+            raise InputError("pick a held-out prompt, or type one")
+        return {
+            "prompt": prompt,
+            "num_samples": as_int("completions per step", num_samples, 1, self.max_compare_samples),
+            "seed": as_int("seed", seed, 0, MAX_SEED),
+        }
+
     def eval_request(self, num_prompts, seed) -> dict:
         return {
             "num_prompts": as_int("number of held-out prompts", num_prompts, 1, self.max_eval_prompts),
@@ -207,6 +225,7 @@ PUBLIC = Limits(
     max_prompt_words=64,
     max_lora_r=64,
     max_lora_alpha=128,
+    min_snapshot_every=10,
     max_run_seconds=300,
     abandon_seconds=120,
     min_variance_every=55,
@@ -231,6 +250,7 @@ ENV_NAMES = {
     "max_prompt_words": "RLOO_MAX_PROMPT_WORDS",
     "max_lora_r": "RLOO_MAX_LORA_R",
     "max_lora_alpha": "RLOO_MAX_LORA_ALPHA",
+    "min_snapshot_every": "RLOO_MIN_SNAPSHOT_EVERY",
     "max_run_seconds": "RLOO_MAX_RUN_SECONDS",
     "abandon_seconds": "RLOO_ABANDON_SECONDS",
     "min_variance_every": "RLOO_MIN_VARIANCE_EVERY",

@@ -39,10 +39,11 @@ TRANSPARENT = "rgba(0,0,0,0)"
 
 
 def _template() -> dict:
-    """The parts of plotly.py's default "plotly" template that apply to these figures (2-D axes; scatter, bar and
-    histogram traces). ``go.Figure`` embedded the whole template in every figure; plotly.js has no default template
-    of its own, so without this the axes would lose their wider zero line, automargin and title standoff, the hover
-    label its left alignment and the bars their thin outline. The tests check it still matches plotly.py's template.
+    """The parts of plotly.py's default "plotly" template that apply to these figures (2-D axes; scatter, bar,
+    histogram and heatmap traces; the heatmap brings its own colour scale). ``go.Figure`` embedded the whole template
+    in every figure; plotly.js has no default template of its own, so without this the axes would lose their wider
+    zero line, automargin and title standoff, the hover label its left alignment and the bars their thin outline. The
+    tests check it still matches plotly.py's template.
     """
     pattern = {"fillmode": "overlay", "size": 10, "solidity": 0.2}
     axis = {
@@ -65,6 +66,7 @@ def _template() -> dict:
                 }
             ],
             "histogram": [{"marker": {"pattern": dict(pattern)}, "type": "histogram"}],
+            "heatmap": [{"colorbar": {"outlinewidth": 0, "ticks": ""}, "type": "heatmap"}],
         },
         "layout": {
             "annotationdefaults": {"arrowcolor": "#2a3f5f", "arrowhead": 0, "arrowwidth": 1},
@@ -597,3 +599,53 @@ def eval_histogram(result: dict) -> Figure:
     if not pooled:
         _note(fig, "No evaluation rewards to show.")
     return fig
+
+
+def kl_heatmap(groups: Sequence[dict]) -> Figure:
+    """Where the KL of a step lives: per-token k1 = log π − log π_ref, one row per completion (``P1 #2``: prompt 1,
+    completion 2), one column per token position. Diverging around 0: orange where the policy likes a token more
+    than the reference, blue where it likes it less; blank past a completion's end. Hover shows the token."""
+    from rloo_demo.tokens import kl_matrix
+
+    labels, rows = kl_matrix(groups, "k1")
+    height = min(640, 120 + 14 * len(rows))
+    fig = _figure("Per-token KL over the batch (k1)", "token position", "completion", height=max(height, 220))
+    if not rows or all(v is None for row in rows for v in row):
+        return _note(fig, "No per-token KL: β = 0, or the run did not record tokens.")
+    pieces = []
+    for g in groups:
+        for c in g.get("completions") or []:
+            texts = c.get("token_texts")
+            if isinstance(texts, list) and isinstance(c.get("token_logp"), list) and len(texts) == len(c["token_logp"]):
+                pieces.append([_hover_text(t) for t in texts])
+    width = len(rows[0])
+    pieces = [p + [""] * (width - len(p)) for p in pieces]
+    zmax = max(abs(v) for row in rows for v in row if v is not None) or 1.0
+    fig["data"].append(
+        {
+            "type": "heatmap",
+            "z": [[_number(v) for v in row] for row in rows],
+            "x": list(range(1, width + 1)),
+            "y": labels,
+            "customdata": pieces,
+            "colorscale": [[0.0, PALETTE[0]], [0.5, "rgba(128,128,128,0.08)"], [1.0, PALETTE[1]]],
+            "zmin": -zmax,
+            "zmax": zmax,
+            "zmid": 0,
+            "hoverongaps": False,
+            "hovertemplate": "%{y}, token %{x}: %{customdata}<br>k1 %{z:+.3f} nats<extra></extra>",
+            "colorbar": {"title": {"text": "k1"}, "thickness": 12},
+        }
+    )
+    fig["layout"]["yaxis"].update(autorange="reversed", showgrid=False)
+    if len(rows) <= 24:
+        fig["layout"]["yaxis"]["dtick"] = 1  # every row labelled while the labels fit
+    fig["layout"]["xaxis"].update(showgrid=False, dtick=step_dtick(width))
+    fig["layout"].update(hovermode="closest", margin={"l": 60, "r": 10, "t": 40, "b": 40})
+    return fig
+
+
+def _hover_text(piece) -> str:
+    """A token for a plotly hover label: plotly.js reads a few tags (<b>, <br>, ...) in it, so < > & are escaped."""
+    text = str(piece).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace(" ", "␣").replace("\n", "↵") or "∅"

@@ -6,6 +6,8 @@
                           identity of the process that trains it}
         metrics.jsonl     one line per optimisation step: everything TRL logs, plus step and elapsed time
         rollouts.jsonl    one line per prompt group per step: prompt, K completions, scores, KL, baseline, advantage
+                          (and each completion's per-token record, ``rloo_demo.tokens``)
+        snapshots/        policy snapshots every ``snapshot_every`` steps, for the probe (``rloo_demo.snapshots``)
         evaluation.json   the last base-vs-trained evaluation, when one was run
         model/            trained policy and tokenizer; appears only when complete (written to .model.tmp, renamed)
 
@@ -283,17 +285,19 @@ class RunFolder:
 
     _lock = threading.Lock()
 
-    def _append(self, filename: str, records: list[dict]) -> None:
+    def _append(self, filename: str, records: list[dict], compact: bool = False) -> None:
+        separators = (",", ":") if compact else None
         with self._lock, open(self.path / filename, "a", encoding="utf-8") as f:
             for r in records:
-                f.write(json.dumps(r) + "\n")
+                f.write(json.dumps(r, separators=separators) + "\n")
             f.flush()
 
     def append_metrics(self, record: dict) -> None:
         self._append("metrics.jsonl", [record])
 
     def append_rollouts(self, step: int, groups: list[dict]) -> None:
-        self._append("rollouts.jsonl", groups)
+        # Without the blanks after ',' and ':' the per-token lists take about a tenth less room.
+        self._append("rollouts.jsonl", groups, compact=True)
 
     def save_model(self, model, tokenizer, state_dict: dict | None = None) -> Path:
         """Write ``model/`` so that it exists only when complete: write to a temporary folder, then rename.

@@ -10,6 +10,7 @@ other threads copy the policy between two optimiser steps, never during one.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import shutil
 import threading
@@ -248,7 +249,12 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
         callbacks.append(TqdmProgress())
     # rloo: CapturingRLOOTrainer; reinforce: the same without a baseline; grpo: TRL's GRPOTrainer (rloo_demo.trainers)
     trainer_class, args, extra = trainer_for(
-        config.estimator, args, {"rollout_sink": lambda step, groups: _keep_rollouts(state, step, groups)}
+        config.estimator,
+        args,
+        {
+            "rollout_sink": lambda step, groups: _keep_rollouts(state, step, groups),
+            "record_tokens": config.record_tokens,
+        },
     )
     trainer = trainer_class(
         model=model,
@@ -266,6 +272,15 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
         trainer.batch_observers.append(TrainingMeter(config.variance_every, config.seed))
     # With tqdm off, Trainer prints every log dict to stdout; our channel, files and progress bar replace that.
     trainer.remove_callback(PrinterCallback)
+    if run is not None and config.snapshot_every > 0:
+        if trainer.accelerator.distributed_type.value in ("FSDP", "DEEPSPEED"):
+            # Each rank holds a slice of the weights; gathering them every N steps is not worth it for a probe.
+            logging.getLogger(__name__).warning("snapshot_every is ignored under FSDP / DeepSpeed: no snapshots")
+        else:
+            from rloo_demo.snapshots import SnapshotCallback
+
+            policy = lambda: trainer.accelerator.unwrap_model(trainer.model)  # noqa: E731
+            trainer.add_callback(SnapshotCallback(run.path, config.snapshot_every, policy))
     return trainer
 
 

@@ -62,9 +62,10 @@ def wait_until(predicate, timeout=120.0, interval=0.25):
     raise TimeoutError("condition not met in time")
 
 
-def call_event(url, api_name, data, session_hash="hostile-session", timeout=120.0):
+def call_event(url, api_name, data, session_hash="hostile-session", timeout=120.0, event_data=None):
     """Call any event of the page, private ones included, the way a browser (or anyone with curl) can: through the
-    queue's join + SSE protocol, or a plain POST for events outside the queue. Returns the output list; raises
+    queue's join + SSE protocol, or a plain POST for events outside the queue. ``event_data`` is what a browser
+    sends with a select event (e.g. ``{"index": [row, column], "value": ...}``). Returns the output list; raises
     ``RuntimeError`` with gradio's message if the server reports an error."""
     import json
 
@@ -72,7 +73,13 @@ def call_event(url, api_name, data, session_hash="hostile-session", timeout=120.
 
     config = httpx.get(f"{url}config", timeout=30).json()
     dep = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
-    body = {"data": data, "fn_index": dep["id"], "session_hash": session_hash, "event_data": None, "trigger_id": None}
+    body = {
+        "data": data,
+        "fn_index": dep["id"],
+        "session_hash": session_hash,
+        "event_data": event_data,
+        "trigger_id": None,
+    }
     with httpx.Client(timeout=timeout) as http:
         if not dep.get("queue", True):
             r = http.post(f"{url}gradio_api/run/{api_name}", json=body)

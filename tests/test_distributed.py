@@ -116,6 +116,21 @@ def test_rollouts_hold_every_group_of_every_step_once(ddp_run):
 
 
 @pytest.mark.slow
+def test_token_records_are_gathered_in_the_order_of_the_completions(ddp_run):
+    """Issue #10: each rank's per-token lists (of different lengths on each rank) reach rank 0 in the same order as
+    the completions, so every completion's lists are its own: one entry per token, its pieces make its text, and
+    Σ(log π − log π_ref) is the KL that rank gathered as a tensor."""
+    _, run = ddp_run
+    completions = [c for g in run.rollouts() for c in g["completions"]]
+    assert {c["rank"] for c in completions} == {0, 1}
+    for c in completions:
+        for key in ("token_texts", "token_logp", "token_ref_logp", "token_entropy", "token_logp_after"):
+            assert len(c[key]) == c["num_tokens"], key
+        assert "".join(c["token_texts"]).replace("<|endoftext|>", "") == c["text"]
+        assert sum(c["token_logp"]) - sum(c["token_ref_logp"]) == pytest.approx(c["kl"], abs=1e-3)
+
+
+@pytest.mark.slow
 def test_gradients_are_synchronised(ddp_run):
     _, run = ddp_run
     r0, r1 = ranks_of(run)

@@ -23,6 +23,7 @@ from rloo_demo.plots import (
     judges_figure,
     kl_estimators_figure,
     kl_figure,
+    kl_heatmap,
     overlay_figure,
     reward_figure,
     secondary_figures,
@@ -78,7 +79,7 @@ def assert_styled(fig):
     assert layout["paper_bgcolor"] == "rgba(0,0,0,0)" and layout["plot_bgcolor"] == "rgba(0,0,0,0)"
     assert layout["uirevision"] is not None
     assert layout["height"]
-    assert all(t["type"] in ("scatter", "bar", "histogram") for t in fig["data"])
+    assert all(t["type"] in ("scatter", "bar", "histogram", "heatmap") for t in fig["data"])
 
 
 # --- smooth -------------------------------------------------------------------------------------------------------
@@ -287,6 +288,19 @@ def test_eval_histogram_partial_results():
 # --- plain, valid, JSON-ready dicts -------------------------------------------------------------------------------
 
 
+def token_group():
+    """A group whose completions carry the per-token record (issue #10), of different lengths."""
+    g = make_group()
+    for i, c in enumerate(g["completions"]):
+        n = 3 + i
+        c.update(
+            token_texts=[f" t{j}" for j in range(n)],
+            token_logp=[-1.0 - 0.1 * j for j in range(n)],
+            token_ref_logp=[-1.2 + 0.1 * i for _ in range(n)],
+        )
+    return g
+
+
 def all_figures():
     """Every builder, on full, smoothed, partial and empty input."""
     records = make_records()
@@ -300,6 +314,8 @@ def all_figures():
         "kl missing": kl_figure(make_records(kl=False)),
         "group": group_figure(make_group()),
         "group empty": group_figure({}),
+        "kl heatmap": kl_heatmap([token_group()]),
+        "kl heatmap empty": kl_heatmap([make_group()]),
         "overlay": overlay_figure(runs, "reward", smoothing=0.5),
         "overlay empty": overlay_figure({}, "reward"),
         "eval": eval_histogram(result),

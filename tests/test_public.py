@@ -99,6 +99,9 @@ HOSTILE_SETTINGS = [
     ({"rewards": ["length_target:1e9"]}, "from 1 to 256"),
     ({"system_prompt": "x" * 501}, "at most 500 characters"),
     ({"system_prompt": ["not", "text"]}, "must be a text or null"),
+    ({"snapshot_every": 1}, "at most every 10 steps"),  # a 5 MB model save every step
+    ({"snapshot_every": -25}, "must be 0 (no snapshots)"),
+    ({"record_tokens": "no"}, "must be true or false"),
 ]
 HOSTILE_TEXT = [
     ("[1, 2]", "must be a mapping"),
@@ -325,3 +328,54 @@ def test_estimator_lab_events_called_with_hostile_values(app):
     watched, _, error = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
     assert watched is None and "**variance_every**" in error and "55" in error
     assert_clean_refusal(error, controller, before)
+
+
+def test_token_and_probe_events_called_directly_with_hostile_values(app):
+    """Issue #10's events (token view, colour, held-out prompts, probe) take any values from anyone: each answers
+    with a message or a refusal, creates nothing, names no path, and shows a token's text only as text."""
+    url, controller, client, run = app
+    before = listing(controller.runner.runs_dir)
+    # a session that never loaded the page watches nothing: naming a run in its state's slot does not help
+    view, note = call_event(url, "rollouts_probe", ["visitor", run, "This movie was", 2, 0], session_hash="fresh")
+    assert view == "" and "pick a run first" in note
+    # a session that loaded the page watches the newest run
+    call_event(url, "page_load", [""], session_hash="tokens")
+    probe = lambda *a: call_event(url, "rollouts_probe", ["visitor", run, *a], session_hash="tokens")  # noqa: E731
+    for args, needle in [
+        (("x" * 10_000, 2, 0), "at most 500"),
+        (("   ", 2, 0), "pick a held-out prompt"),
+        (("A film", 1.5, 0), "whole number"),
+    ]:
+        try:
+            view, note = probe(*args)
+        except RuntimeError as exc:  # gradio's own check of a slider's or a number box's range
+            note = str(exc)
+        assert needle in note or "maximum" in note or "minimum" in note, (args, note)
+        assert not SERVER_PATH.search(note), note
+    with pytest.raises(RuntimeError, match="greater than maximum value"):
+        probe("A film", 1000, 0)
+    view, note = probe("<img src=x onerror=alert(1)>", 1, 0)  # a valid probe: base and final model
+    assert "<img" not in view and "&lt;img" in view and "base policy" in view and "final (step 2)" in view
+
+    # the token view: no selection, or a selection of nothing, is the placeholder; a bad colour never renders
+    def select(index, step=1):
+        event = {"index": index, "value": "x"}
+        return call_event(url, "rollouts_completion", ["..", step, None, "delta"], "tokens", event_data=event)
+
+    with pytest.raises(RuntimeError, match="greater than maximum value"):
+        select([0, 0], step=10**6)
+    for index in (["<b>", 0], [10**9, 0], [-1, 0], [True, 0], "0", None, []):
+        arithmetic, _, tokens_view, _ = select(index)  # outputs: arithmetic, the selection (state), tokens, note
+        assert "Select a row above" in arithmetic and "Select a completion" in tokens_view, index
+    arithmetic, _, tokens_view, note = select([0, 1])  # a real selection: the first completion of step 1
+    assert "baseline = mean" in arithmetic and tokens_view.count("class='rloo-tok'") >= 1 and "Σ Δ log π" in note
+    # the selection is the session's state: a fresh session has none, whatever it sends in that slot
+    spans, note = call_event(url, "rollouts_token_measure", [{"name": run, "index": 0}, "k1"], session_hash="fresh")
+    assert "Select a completion" in spans
+    spans, note = call_event(url, "rollouts_token_measure", [None, "k1"], session_hash="tokens")
+    assert "data-measure='k1'" in spans and "Σ = " in note  # the session's own selection, recoloured
+    with pytest.raises(RuntimeError, match="not in the list of choices"):
+        call_event(url, "rollouts_token_measure", [None, "<script>"], session_hash="tokens")
+    prompts = call_event(url, "rollouts_prompts", ["..", "<script>"], session_hash="tokens")
+    assert prompts and "error" not in json.dumps(prompts).lower()
+    assert listing(controller.runner.runs_dir) == before

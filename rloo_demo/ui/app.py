@@ -44,6 +44,15 @@ tr.rloo-pos { background: rgba(61, 190, 139, 0.18); }
 tr.rloo-neg { background: rgba(217, 83, 79, 0.18); }
 tr.rloo-zero { background: rgba(128, 128, 128, 0.10); }
 .rloo-empty { opacity: 0.7; }
+.rloo-token-head { font-size: 0.88em; margin: 2px 0 6px 0; }
+.rloo-token-text { white-space: pre-wrap; line-height: 1.9; font-family: ui-monospace, monospace; font-size: 0.95em; }
+.rloo-tok { border-radius: 3px; padding: 1px 0; margin: 0 1px 0 0; cursor: help; }
+.rloo-swatch { border-radius: 3px; padding: 0 4px; }
+.rloo-token-table td:nth-child(2) { text-align: left; font-family: ui-monospace, monospace; }
+.rloo-probe-table th, .rloo-probe-table td.rloo-text { text-align: left; vertical-align: top; }
+td.rloo-pos { background: rgba(61, 190, 139, 0.18); }
+td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
+.rloo-small-num { font-weight: normal; font-size: 0.85em; opacity: 0.8; }
 """
 
 HEADER = """# RLOO, live
@@ -67,7 +76,7 @@ def build_app(controller: Controller) -> gr.Blocks:
             with gr.Tab("Train", id="train") as train_el:
                 tr = train_tab.build(page)
             with gr.Tab("Rollouts", id="rollouts") as rollouts_el:
-                ro = rollouts_tab.build(page)
+                ro = rollouts_tab.build(page, rollouts_el)
             with gr.Tab("Compare", id="compare") as compare_el:
                 compare_tab.build(page, compare_el)
             with gr.Tab("Runs", id="runs") as runs_el:

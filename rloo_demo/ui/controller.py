@@ -587,6 +587,70 @@ class Controller:
             out["collapse_warning"] = collapse_warning(out["judges"]["trained"], out["judges"]["base"])
         return out
 
+    def probe(self, name, prompt, num_samples, seed, caller: Caller) -> dict:
+        """The history of one prompt (the Rollouts tab's probe): K completions from the base policy, from each
+        snapshot the run kept and from its latest policy, with the same seed for each. Sampling: it goes through
+        the same gate as Compare (one job at a time, a rate per visitor, a share of the CPU while a run trains).
+        Snapshots are loaded one at a time and dropped, not cached: they would push Compare's models out."""
+        from rloo_demo import snapshots
+        from rloo_demo.evaluation import Scorer
+
+        args = self.limits.probe_request(prompt, num_samples, seed)
+        if not isinstance(name, str) or not name:
+            raise InputError("pick a run first (train one on the Train tab)")
+        active = self.runner.get_active(name)
+        run = active.job.run if active is not None else self.runner.run(name)
+        if active is None and run.unreadable():
+            raise NotFound(f"run {name!r} is unreadable: {run.unreadable()}")
+        with self.sampling(caller.key):
+            config = active.job.state.config if active is not None else run.config()
+            base, tok = self._load(config.policy)
+            kept = snapshots.list_snapshots(run.path)
+            policies = [(0, "base policy (step 0)", lambda: base)]
+            for step, folder in kept:
+                policies.append((step, f"step {step}", lambda f=folder: snapshots.load_snapshot(f, config.policy)))
+            latest = self._latest_policy(active, run)
+            if latest is not None and all(step != latest[0] for step, _ in kept):
+                policies.append(latest)
+            max_new = min(config.max_new_tokens, self.limits.max_compare_tokens)
+            steps = snapshots.probe(
+                policies,
+                tok,
+                args["prompt"],
+                args["num_samples"],
+                max_new,
+                args["seed"],
+                Scorer(config),
+                config.temperature,
+                config.top_p,
+            )
+        return {
+            "run": name,
+            "prompt": args["prompt"],
+            "seed": args["seed"],
+            "num_samples": args["num_samples"],
+            "max_new_tokens": max_new,
+            "snapshot_every": config.snapshot_every,
+            "kept": snapshots.KEEP_SNAPSHOTS,
+            "steps": steps,
+        }
+
+    def _latest_policy(self, active, run):
+        """``(step, label, load)`` of a run's newest policy: a copy of the one in training, or the saved model."""
+        if active is not None:
+            st = active.job.state
+            snap = st.policy_snapshot()  # None while loading, or for a run in a subprocess
+            if snap is None:
+                return None
+            last = st.channel.snapshot(max(0, len(st.channel) - 1))
+            step = last[-1].get("step", 0) if last else 0
+            return (step, f"now (step {step}, training)", lambda: snap)
+        if run.model_dir is None:
+            return None
+        step = run.status().get("step")
+        step = step if isinstance(step, int) and not isinstance(step, bool) else 0
+        return (step, f"final (step {step})", lambda: self._load(str(run.model_dir))[0])
+
     def evaluate(self, name, num_prompts, seed, caller: Caller, progress=None, samples_per_prompt: int = 1) -> dict:
         """Base vs trained on held-out prompts. The result is saved into the run's folder only for the run's own
         starter (and never while it trains): a visitor cannot overwrite another's evaluation or model card."""

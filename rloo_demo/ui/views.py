@@ -365,3 +365,262 @@ def meter_estimate_text(config: RunConfig, step_seconds: float) -> str:
         f"<br>Gradient-variance meter: {n} measurement(s), about +{_duration(extra)} (+{share:.0%} of the training "
         f"time; each costs about {METER_COST_STEPS:g} steps)"
     )
+
+
+# ----------------------------------------------------------------------------- token by token
+
+MEASURES = {
+    "delta": "Δ log π (what the update did)",
+    "k1": "KL k1 = log π − log π_ref",
+    "k3": "KL k3 (never negative)",
+    "entropy": "entropy of the policy",
+}
+# Colours (r, g, b) at full strength; the alpha grows with |value| / scale, so both themes read them.
+_UP, _DOWN = (61, 190, 139), (217, 83, 79)  # Δ log π: reinforced, suppressed
+_MORE, _LESS = (232, 163, 61), (76, 155, 232)  # KL: the policy likes the token more / less than the reference
+_ENTROPY = (155, 123, 216)
+_NO_TOKENS = (
+    "<p class='rloo-empty'>This completion has no per-token record: its run had <code>record_tokens</code> off, "
+    "or was trained before the record existed.</p>"
+)
+
+
+def _token_text(piece) -> str:
+    """A token's piece made inert: escaped, and the braces and dollar of template syntax as entities too, so no
+    layer that renders the HTML can read a token as markup or as a template."""
+    return text(piece).replace("{", "&#123;").replace("}", "&#125;").replace("$", "&#36;")
+
+
+def _visible(piece) -> str:
+    """A piece with its whitespace shown, for the table (a leading space is part of most tokens)."""
+    return _token_text(str(piece).replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")) or "∅"
+
+
+def _scale(values) -> float:
+    known = [abs(v) for v in values if v is not None]
+    return max(known) if known and max(known) > 0 else 1.0
+
+
+def token_colour(value: float | None, measure: str, scale: float) -> str:
+    """The background of a token: diverging (green/red for Δ log π, orange/blue for k1) or sequential (k3,
+    entropy), with the alpha proportional to |value| / scale."""
+    if value is None:
+        return "rgba(128,128,128,0.10)"
+    strength = min(1.0, abs(value) / scale) if scale > 0 else 0.0
+    if measure == "delta":
+        rgb = _UP if value >= 0 else _DOWN
+    elif measure == "k1":
+        rgb = _MORE if value >= 0 else _LESS
+    elif measure == "k3":
+        rgb = _MORE
+    else:
+        rgb = _ENTROPY
+    return f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{0.08 + 0.62 * strength:.2f})"
+
+
+def _f4(v) -> str:
+    return "–" if v is None else f"{v:+.4f}"
+
+
+def token_rows(completion: dict) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of a completion's tokens with every number (texts already escaped, for HTML)."""
+    from rloo_demo import tokens
+
+    before = tokens.column(completion, "token_logp")
+    after = tokens.column(completion, "token_logp_after")
+    ref = tokens.column(completion, "token_ref_logp")
+    columns = [before, after, tokens.delta_logp(completion), ref]
+    columns += [tokens.token_kl(completion, "k1"), tokens.token_kl(completion, "k3"), tokens.entropy(completion)]
+    headers = ["#", "token", "log π before", "log π after", "Δ log π", "log π_ref", "KL k1", "KL k3", "entropy"]
+    rows = []
+    for t, piece in enumerate(completion["token_texts"]):
+        rows.append([str(t + 1), _visible(piece), *[_f4(col[t]) for col in columns]])
+    return headers, rows
+
+
+def token_spans_html(group: dict, index: int, measure: str = "delta") -> str:
+    """One completion as coloured token spans (hover: every number of the token), a legend with the colour scale,
+    and a table of the numbers. Every token's text is escaped."""
+    from rloo_demo import tokens
+
+    measure = measure if measure in MEASURES else "delta"
+    c = group["completions"][index]
+    if not tokens.has_tokens(c):
+        return _NO_TOKENS
+    values = tokens.values_for(c, measure)
+    scale = _scale(values)
+    headers, rows = token_rows(c)
+    spans = []
+    for t, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
+        hover = f"token {t + 1}: " + " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[t][2:], strict=True))
+        spans.append(
+            f"<span class='rloo-tok' style='background:{token_colour(v, measure, scale)}' "
+            f"title='{_token_text(str(piece))!s} | {hover}'>{_token_text(piece) or '∅'}</span>"
+        )
+    if measure == "delta":
+        legend = (
+            f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>reinforced</span> "
+            f"<span class='rloo-swatch' style='background:{token_colour(-scale, measure, scale)}'>suppressed</span>"
+        )
+    elif measure == "k1":
+        legend = (
+            f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>π above π_ref</span> "
+            f"<span class='rloo-swatch' style='background:{token_colour(-scale, measure, scale)}'>π below π_ref</span>"
+        )
+    else:
+        legend = f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>high</span>"
+    if all(v is None for v in values):
+        legend = "no values: " + ("the run had β = 0, so no reference" if measure in ("k1", "k3") else "not recorded")
+    else:
+        legend += f" full colour at |value| = {scale:.3f} (this completion's largest); hover a token for its numbers"
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{x}</td>" for x in row) + "</tr>" for row in rows)
+    return (
+        f"<div class='rloo-tokens' data-measure='{measure}'>"
+        f"<div class='rloo-token-head'>Completion #{index + 1} of prompt {group['group'] + 1} (step {group['step']}), "
+        f"coloured by <b>{text(MEASURES[measure])}</b> · {legend}</div>"
+        f"<div class='rloo-token-text'>{''.join(spans)}</div>"
+        f"<details><summary>The numbers, token by token</summary><table class='rloo-table rloo-token-table'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details></div>"
+    )
+
+
+def _extreme(pieces, values, pick) -> tuple[str, float] | None:
+    known = [(v, p) for p, v in zip(pieces, values, strict=True) if v is not None]
+    if not known:
+        return None
+    v, p = pick(known, key=lambda x: x[0])
+    return _visible(p), v
+
+
+def token_note_markdown(group: dict, index: int, measure: str = "delta") -> str:
+    """'What am I looking at?' for the token view, with the selected completion's own numbers."""
+    from rloo_demo import tokens
+
+    measure = measure if measure in MEASURES else "delta"
+    c = group["completions"][index]
+    if not tokens.has_tokens(c):
+        return ""
+    pieces, n, adv = c["token_texts"], len(c["token_texts"]), c["advantage"]
+    if measure == "delta":
+        deltas = tokens.delta_logp(c)
+        total = tokens.total(deltas)
+        if total is None:
+            return "No log-probabilities after the update were recorded for this completion."
+        up = sum(1 for d in deltas if d is not None and d > 0)
+        rise, fall = _extreme(pieces, deltas, max), _extreme(pieces, deltas, min)
+        direction = "raise" if adv > 0 else "lower" if adv < 0 else "leave alone"
+        moved = "rose" if total > 0 else "fell"
+        lines = [
+            f"Its advantage was **{adv:+.4f}**, so the update was meant to {direction} the probability of the whole "
+            f"completion. After the step, its log-probability {moved} by **Σ Δ log π = {total:+.4f}** nats over "
+            f"{n} tokens: {up} went up, {n - up} went down (largest rise <code>{rise[0]}</code> {rise[1]:+.4f}, "
+            f"largest fall <code>{fall[0]}</code> {fall[1]:+.4f}).",
+            "",
+            "RLOO hands one number to the whole completion; how it spreads over the tokens is up to the gradient. A "
+            "token can fall in a reinforced completion (or rise in a suppressed one) because every completion of the "
+            "batch pulls on the same weights: the exceptions are the lesson. Green: reinforced, red: suppressed.",
+        ]
+        return "\n".join(lines)
+    if measure in ("k1", "k3"):
+        values = tokens.token_kl(c, measure)
+        total = tokens.total(values)
+        if total is None:
+            return "This run had β = 0: no reference model was scored, so there is no KL to show."
+        top = sorted((abs(v) for v in values if v is not None), reverse=True)
+        share = sum(top[:3]) / sum(top) if sum(top) > 0 else 0.0
+        k1_total = tokens.total(tokens.token_kl(c, "k1"))
+        lines = [
+            f"Per-token KL of this completion to the reference, by **{measure}**: Σ = **{total:+.4f}** nats over {n} "
+            f"tokens; the 3 largest tokens hold {share:.0%} of Σ|{measure}|.",
+            "",
+            f"TRL subtracts β·Σ k1 from the reward: here Σ k1 = {k1_total:+.4f} (its `kl`, "
+            f"{c['kl']:+.4f}), times β = {group['beta']:g}, is the −β·KL = {c['kl_penalty']:+.4f} in its shaped "
+            "reward. k1 = log π − log π_ref is negative where the policy likes a token less than the reference does; "
+            "k3 = r − 1 − log r (r = π_ref/π) is never negative and has the same expectation. Orange: the policy "
+            "likes the token more than the reference, blue: less.",
+        ]
+        return "\n".join(lines)
+    values = tokens.entropy(c)
+    known = [v for v in values if v is not None]
+    if not known:
+        return "No entropies were recorded for this completion."
+    low, high = _extreme(pieces, values, min), _extreme(pieces, values, max)
+    return (
+        f"Entropy of the policy at each position before the update: mean **{sum(known) / len(known):.3f}** nats "
+        f"over {n} tokens, lowest <code>{low[0]}</code> ({low[1]:.3f}: the policy was nearly sure what came next), "
+        f"highest <code>{high[0]}</code> ({high[1]:.3f}: many tokens were plausible there). As training sharpens the "
+        "policy the "
+        "entropy falls; where it is already near 0 the update has little left to change."
+    )
+
+
+def kl_heatmap_note(groups: list[dict]) -> str:
+    """'What am I looking at?' for the batch heatmap, with where this step's KL lives."""
+    from rloo_demo import tokens
+
+    _, rows = tokens.kl_matrix(groups)
+    where = tokens.kl_location(rows)
+    if where is None:
+        return (
+            "No per-token KL in this step: the run had β = 0 (no reference), did not record tokens, or the policy "
+            "has not moved from the reference yet."
+        )
+    return (
+        f"One row per completion of the step, one column per token: k1 = log π − log π_ref. Of this step's Σ|k1| "
+        f"over {where['tokens']} tokens, **{where['start_share']:.0%}** sits in the first quarter of the "
+        f"completions, **{where['end_share']:.0%}** in the last quarter, and **{where['top_share']:.0%}** in the "
+        f"{where['top_tokens']} largest tokens. A KL spread evenly means the whole style drifted; a KL in a few "
+        "tokens means a few words changed."
+    )
+
+
+def probe_html(result: dict) -> str:
+    """The history of one prompt: one column per policy (base, snapshots, the latest), one row per sample, each
+    cell tinted by the sign of its reward. The same seed for every column, so a row compares like with like."""
+    steps = result.get("steps") or []
+    if not steps:
+        return "<p class='rloo-empty'>No policy to sample.</p>"
+    head = "<th>#</th>" + "".join(
+        f"<th>{text(s['label'])}<br><span class='rloo-small-num'>mean reward {s['mean_reward']:+.3f}</span></th>"
+        if s.get("mean_reward") is not None
+        else f"<th>{text(s['label'])}</th>"
+        for s in steps
+    )
+    k = max(len(s["samples"]) for s in steps)
+    body = []
+    for i in range(k):
+        cells = [f"<td>{i + 1}</td>"]
+        for s in steps:
+            if i < len(s["samples"]):
+                sample = s["samples"][i]
+                cls = _sign_class(sample["reward"], tol=0.05)
+                cells.append(
+                    f"<td class='rloo-text {cls}' title='reward {sample['reward']:+.3f}'>"
+                    f"{_token_text(sample['text']) or '<i>(empty)</i>'}</td>"
+                )
+            else:
+                cells.append("<td></td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return (
+        f"<div class='rloo-probe'><div class='rloo-prompt'>Prompt: <b>{_token_text(result.get('prompt', ''))}</b>…"
+        f"</div><table class='rloo-table rloo-probe-table'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def probe_note(result: dict) -> str:
+    """'What am I looking at?' for the probe, with its numbers."""
+    steps = [s for s in result.get("steps") or [] if s.get("mean_reward") is not None]
+    if not steps:
+        return ""
+    first, last = steps[0], steps[-1]
+    return (
+        f"{result.get('num_samples', len(first['samples']))} completions of the same prompt from each of "
+        f"{len(steps)} policies of this run, all with seed {result.get('seed')}: row 1 of every column starts from "
+        "the same random numbers, so a change along a row is the model's doing, not the dice's. "
+        f"Mean reward {text(first['label'])} **{first['mean_reward']:+.3f}** → {text(last['label'])} "
+        f"**{last['mean_reward']:+.3f}**. A run saves a snapshot every `snapshot_every` steps"
+        + (f" ({result['snapshot_every']} here)" if result.get("snapshot_every") else " (off in this run)")
+        + (f" and keeps at most {result['kept']}, spread over the run." if result.get("kept") else ".")
+    )

@@ -1,0 +1,204 @@
+"""Token by token (issue #10), the views: coloured token spans, their notes with the real numbers, the probe's
+history table and the batch KL heatmap, all pure and without a server. Token texts are hostile input: a model can
+emit any text, so every piece must come out as text, never as markup.
+
+``python -m pytest tests/test_token_views.py`` (well under a second).
+"""
+
+import html
+import json
+import re
+
+import plotly.graph_objects as go
+import pytest
+
+from rloo_demo import tokens
+from rloo_demo.plots import kl_heatmap
+from rloo_demo.ui.views import (
+    MEASURES,
+    kl_heatmap_note,
+    probe_html,
+    probe_note,
+    token_colour,
+    token_note_markdown,
+    token_spans_html,
+)
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def completion(pieces, before, after, ref=None, entropy=None, advantage=0.5):
+    c = {
+        "text": "".join(pieces),
+        "num_tokens": len(pieces),
+        "advantage": advantage,
+        "kl": sum(b - r for b, r in zip(before, ref, strict=True)) if ref else 0.0,
+        "kl_penalty": 0.0,
+        "token_texts": list(pieces),
+        "token_logp": list(before),
+        "token_logp_after": list(after),
+        "token_entropy": list(entropy or [1.0] * len(pieces)),
+    }
+    if ref is not None:
+        c["token_ref_logp"] = list(ref)
+        c["kl_penalty"] = -0.1 * c["kl"]
+    return c
+
+
+def group(*completions, beta=0.1, step=7):
+    return {"step": step, "group": 1, "prompt": "This movie was", "beta": beta, "completions": list(completions)}
+
+
+PIECES = [" great", EVIL, " and", " {{value}} ${x}", "<|endoftext|>"]
+BEFORE = [-2.0, -5.0, -1.0, -3.0, -0.5]
+AFTER = [-1.5, -5.2, -0.9, -2.0, -0.5]
+REF = [-2.5, -4.0, -1.0, -3.5, -0.7]
+
+
+@pytest.fixture
+def g():
+    return group(completion(PIECES, BEFORE, AFTER, REF, [3.0, 5.0, 0.2, 4.0, 1.0]))
+
+
+def spans(page: str) -> list[tuple[str, str]]:
+    """(style, inner text) of each token span."""
+    return re.findall(r"<span class='rloo-tok' style='([^']*)' title='[^']*'>(.*?)</span>", page)
+
+
+@pytest.mark.parametrize("measure", list(MEASURES))
+def test_token_text_is_escaped_never_markup(g, measure):
+    page = token_spans_html(g, 0, measure)
+    assert "<img" not in page and "onerror=alert(1)>" not in page
+    assert html.escape(EVIL, quote=True) in page  # shown as text: &lt;img src=x onerror=alert(1)&gt;
+    assert "{{" not in page and "${" not in page  # no template syntax reaches gradio's HTML component
+    assert "<|endoftext|>" not in page and "&lt;|endoftext|&gt;" in page
+    found = spans(page)
+    assert len(found) == len(PIECES)
+    assert html.unescape(found[1][1]) == EVIL  # the span reads exactly the token's text
+    note = token_note_markdown(g, 0, measure)
+    assert "<img" not in note
+
+
+def test_delta_colours_reinforced_green_suppressed_red(g):
+    found = spans(token_spans_html(g, 0, "delta"))
+    colours = [style.removeprefix("background:") for style, _ in found]
+    assert colours[0].startswith("rgba(61,190,139,")  # -2.0 -> -1.5: reinforced
+    assert colours[1].startswith("rgba(217,83,79,")  # -5.0 -> -5.2: suppressed
+    assert colours[3] == "rgba(61,190,139,0.70)"  # the largest |Δ| (1.0) gets full colour
+    alpha = [float(c.rsplit(",", 1)[1].rstrip(")")) for c in colours]
+    assert alpha[0] > alpha[2] > alpha[4]  # |Δ| 0.5 > 0.1 > 0
+
+
+def test_kl_and_entropy_colours(g):
+    k1 = [s for s, _ in spans(token_spans_html(g, 0, "k1"))]
+    assert k1[0].startswith("background:rgba(232,163,61,")  # log π > log π_ref: orange
+    assert k1[1].startswith("background:rgba(76,155,232,")  # log π < log π_ref: blue
+    k3 = [s for s, _ in spans(token_spans_html(g, 0, "k3"))]
+    assert all(s.startswith("background:rgba(232,163,61,") for s in k3)  # never negative: one hue
+    ent = [s for s, _ in spans(token_spans_html(g, 0, "entropy"))]
+    assert ent[1].endswith("0.70)") and ent[2] < ent[0]  # entropy 5.0 is full colour, 0.2 faint
+    assert token_colour(None, "delta", 1.0) == "rgba(128,128,128,0.10)"
+
+
+def test_hover_and_table_give_the_numbers(g):
+    page = token_spans_html(g, 0, "delta")
+    titles = re.findall(r"title='([^']*)'", page)
+    assert "Δ log π +0.5000" in html.unescape(titles[0]) and "log π_ref -2.5000" in html.unescape(titles[0])
+    assert "<details>" in page and page.count("<tr>") == 1 + len(PIECES)
+    assert "␣great" in page  # the leading space of a token is shown in the table
+
+
+def test_notes_use_the_completions_own_numbers(g):
+    note = token_note_markdown(g, 0, "delta")
+    assert "+0.5000" in note  # its advantage
+    assert "Σ Δ log π = +1.4000" in note  # 0.5 - 0.2 + 0.1 + 1.0 + 0
+    assert "3 went up, 2 went down" in note
+    kl = token_note_markdown(g, 0, "k1")
+    assert f"{g['completions'][0]['kl']:+.4f}" in kl and "β = 0.1" in kl
+    ent = token_note_markdown(g, 0, "entropy")
+    assert "mean **2.640**" in ent and "0.200" in ent
+
+
+def test_a_completion_without_a_record_says_so():
+    bare = group({"text": "x", "advantage": 0.1, "kl": 0.0, "kl_penalty": 0.0})
+    assert "record_tokens" in token_spans_html(bare, 0, "delta")
+    assert token_note_markdown(bare, 0, "delta") == ""
+
+
+def test_beta_zero_has_no_kl_but_keeps_the_rest():
+    c = completion([" a", " b"], [-1.0, -2.0], [-0.5, -2.5])
+    page = token_spans_html(group(c, beta=0.0), 0, "k1")
+    assert "β = 0" in page and len(spans(page)) == 2
+    assert "β = 0" in token_note_markdown(group(c, beta=0.0), 0, "k3")
+    assert tokens.token_kl(c) == [None, None]
+
+
+def test_unknown_measure_falls_back_to_delta(g):
+    assert token_spans_html(g, 0, "<script>") == token_spans_html(g, 0, "delta")
+
+
+def test_k3_is_never_negative_and_k1_sums_to_kl(g):
+    c = g["completions"][0]
+    assert all(v >= 0 for v in tokens.token_kl(c, "k3"))
+    assert tokens.total(tokens.token_kl(c, "k1")) == pytest.approx(c["kl"])
+    assert tokens.k3(-1.0, -1.0) == 0.0 and tokens.k3(0.0, -800.0) > 0  # no overflow far from the reference
+
+
+# ----------------------------------------------------------------------------- the batch heatmap
+
+
+def test_heatmap_rows_are_completions_and_columns_positions():
+    a = completion([" a", " b", " c"], [-1.0, -1.0, -1.0], [-1.0] * 3, [-2.0, -1.0, -0.5])
+    b = completion([EVIL], [-1.0], [-1.0], [-1.0])
+    fig = kl_heatmap([group(a, b)])
+    trace = fig["data"][0]
+    assert trace["type"] == "heatmap" and trace["y"] == ["P2 #1", "P2 #2"] and trace["x"] == [1, 2, 3]
+    assert trace["z"] == [[1.0, 0.0, -0.5], [0.0, None, None]]  # k1 per token, blank past the end
+    assert trace["zmid"] == 0 and trace["zmin"] == -trace["zmax"]
+    assert "<img" not in json.dumps(trace["customdata"])  # plotly reads a few tags in hover text: escaped
+    go.Figure(fig)  # valid for plotly's schema
+    assert json.loads(json.dumps(fig, allow_nan=False)) == fig
+
+
+def test_heatmap_without_kl_says_why():
+    c = completion([" a"], [-1.0], [-1.0])
+    fig = kl_heatmap([group(c, beta=0.0)])
+    assert not fig["data"] and "β = 0" in fig["layout"]["annotations"][0]["text"]
+    assert "β = 0" in kl_heatmap_note([group(c, beta=0.0)])
+
+
+def test_heatmap_note_says_where_the_kl_lives():
+    start = completion([" a", " b", " c", " d"], [-1.0] * 4, [-1.0] * 4, [-3.0, -1.0, -1.0, -1.0])
+    note = kl_heatmap_note([group(start)])
+    assert "**100%** sits in the first quarter" in note and "**0%** in the last quarter" in note
+
+
+# ----------------------------------------------------------------------------- the probe
+
+
+def probe_result():
+    samples = lambda *rs: [{"text": f"{EVIL} {r}", "reward": r} for r in rs]  # noqa: E731
+    return {
+        "prompt": "This <b>movie</b> was",
+        "seed": 3,
+        "num_samples": 2,
+        "snapshot_every": 25,
+        "kept": 8,
+        "steps": [
+            {"step": 0, "label": "base policy (step 0)", "samples": samples(-0.5, 0.1), "mean_reward": -0.2},
+            {"step": 25, "label": "step 25", "samples": samples(0.3, 0.5), "mean_reward": 0.4},
+            {"step": 50, "label": "final (step 50)", "samples": samples(0.6, 0.9), "mean_reward": 0.75},
+        ],
+    }
+
+
+def test_probe_lays_the_steps_side_by_side():
+    page = probe_html(probe_result())
+    headers = re.findall(r"<th>(.*?)</th>", page)
+    assert headers[0] == "#" and headers[1].startswith("base policy (step 0)") and "mean reward +0.750" in headers[3]
+    rows = re.findall(r"<tr>(.*?)</tr>", page)[1:]
+    assert len(rows) == 2 and all(r.count("<td") == 4 for r in rows)
+    assert "<img" not in page and "<b>movie" not in page and "&lt;b&gt;movie" in page
+    assert "rloo-neg" in rows[0] and "rloo-pos" in rows[1]  # tinted by each sample's reward
+    note = probe_note(probe_result())
+    assert "seed 3" in note and "**-0.200**" in note and "**+0.750**" in note and "25 here" in note
