@@ -115,8 +115,10 @@ def test_reward_figure_traces_band_and_reward_functions():
     assert_styled(fig)
     assert names(fig) == ["±1 std", "total reward", "vader_compound", "length_penalty"]
     band = fig["data"][0]
-    assert band["fill"] == "toself" and len(band["x"]) == 2 * 12
-    assert max(band["y"]) == pytest.approx(max(r["reward"] for r in make_records()) + 0.3)
+    assert band["fill"] == "toself" and band["x"] == list(range(1, 13)) + list(range(12, 0, -1))
+    rewards = [r["reward"] for r in make_records()]
+    # the upper edge left to right, then the lower edge right to left: both edges, each at reward +- std
+    assert band["y"] == pytest.approx([r + 0.3 for r in rewards] + [r - 0.3 for r in reversed(rewards)])
     layout = fig["layout"]
     assert "step" in layout["xaxis"]["title"]["text"] and "[-1, 1]" in layout["yaxis"]["title"]["text"]
     assert layout["xaxis"]["dtick"] == 2  # whole steps, from step_dtick(12)
@@ -133,6 +135,31 @@ def test_reward_smoothing_changes_values_keeps_raw_faint():
     assert list(solid["y"]) != pytest.approx(list(solid_raw["y"]))
     assert list(faint["y"]) == pytest.approx(list(solid_raw["y"]))
     assert faint["opacity"] < 1 and faint["showlegend"] is False
+
+
+def ema(values, weight):
+    """TensorBoard's debiased exponential moving average, written out again for the test."""
+    out, last = [], 0.0
+    for n, v in enumerate(values, 1):
+        last = weight * last + (1 - weight) * v
+        out.append(last / (1 - weight**n))
+    return out
+
+
+def test_reward_band_follows_the_smoothed_line_and_smoothed_std():
+    records = make_records()
+    for i, r in enumerate(records):
+        r["reward_std"] = 0.1 + 0.4 * (i % 3 == 0)  # a spread that jumps, so smoothing it changes it
+    fig = reward_figure(records, smoothing=0.7)
+    band = next(t for t in fig["data"] if t["name"] == "±1 std")
+    solid = next(t for t in fig["data"] if t["name"] == "total reward")
+    upper, lower = band["y"][:12], band["y"][12:][::-1]
+    centre = [(u + lo) / 2 for u, lo in zip(upper, lower, strict=True)]
+    half_width = [(u - lo) / 2 for u, lo in zip(upper, lower, strict=True)]
+    assert centre == pytest.approx(solid["y"])  # the band sits on the smoothed line, not on the raw points
+    assert centre == pytest.approx(ema([r["reward"] for r in records], 0.7))
+    assert half_width == pytest.approx(ema([r["reward_std"] for r in records], 0.7))
+    assert half_width != pytest.approx([r["reward_std"] for r in records])  # so an unsmoothed band would show
 
 
 def test_reward_figure_without_data_shows_annotation():
