@@ -237,15 +237,17 @@ def probe_score(prompt: str, completion: str) -> float:
     return int.from_bytes(hashlib.sha1(f"{prompt}\x00{completion}".encode()).digest()[:4], "big") / 2**32
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def train_two_steps(tmp_path, monkeypatch):
+    """Two real RLOO steps whose first reward function is the probe; returns the trainer, its rollouts by step, and
+    what TRL passed to the probe in each call: (prompts, texts, completion_ids)."""
     calls = []
 
-    def prompt_completion_probe(prompts, completions, **columns):
+    def prompt_completion_probe(prompts, completions, completion_ids=None, **columns):
         texts = [completion_text(c) for c in completions]
-        calls.append((list(prompts), texts))
+        calls.append((list(prompts), texts, completion_ids))
         return [probe_score(p, t) for p, t in zip(prompts, texts, strict=True)]
 
+    monkeypatch.setitem(rewards_module.REWARDS, "prompt_completion_probe", lambda: prompt_completion_probe)
     config = RunConfig(
         max_steps=2,
         prompts_per_step=3,
@@ -255,26 +257,34 @@ def trained(tmp_path_factory):
         learning_rate=5e-3,
         rewards=["prompt_completion_probe", "length_penalty"],
         reward_weights=[1.0, 0.5],
-        output_dir=str(tmp_path_factory.mktemp("runs")),
+        output_dir=str(tmp_path),
     )
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(rewards_module.REWARDS, "prompt_completion_probe", lambda: prompt_completion_probe)
-        state = RunState(config)
-        trainer = build_trainer(config, state)
-        trainer.train()
+    state = RunState(config)
+    trainer = build_trainer(config, state)
+    assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
+    trainer.train()
     return trainer, state.rollouts, calls
 
 
-def test_every_step_and_group_is_recorded(trained):
-    _, rollouts, calls = trained
+def test_two_real_steps_record_what_trl_scored(tmp_path, monkeypatch):
+    """One test rather than five on a shared fixture, so that the training runs in the test itself: mutmut orders
+    tests by their own duration, and the fast tests above then run first (see scripts/mutation.sh)."""
+    trainer, rollouts, calls = train_two_steps(tmp_path, monkeypatch)
+    check_every_step_and_group_is_recorded(rollouts, calls)
+    check_each_text_rescored_gives_its_recorded_score(rollouts)
+    check_each_group_prompt_is_the_prompt_its_completions_were_scored_with(rollouts, calls)
+    check_texts_are_the_decoded_completion_tokens(trainer, rollouts, calls)
+    check_kl_penalty_is_minus_beta_times_kl(rollouts)
+
+
+def check_every_step_and_group_is_recorded(rollouts, calls):
     assert sorted(rollouts) == [1, 2] and len(calls) == 2  # one scored batch per step
     for step, groups in rollouts.items():
         assert [(g["step"], g["group"], len(g["completions"])) for g in groups] == [(step, i, 3) for i in range(3)]
         assert len({g["prompt"] for g in groups}) == 3  # distinct prompts, so a shifted prompt would show
 
 
-def test_each_text_rescored_gives_its_recorded_score(trained):
-    _, rollouts, _ = trained
+def check_each_text_rescored_gives_its_recorded_score(rollouts):
     for groups in rollouts.values():
         for g in groups:
             texts = [c["text"] for c in g["completions"]]
@@ -284,28 +294,25 @@ def test_each_text_rescored_gives_its_recorded_score(trained):
                 assert c["scores"]["length_penalty"] == pytest.approx(length_penalty(None, [c["text"]])[0])
 
 
-def test_each_group_prompt_is_the_prompt_its_completions_were_scored_with(trained):
-    _, rollouts, calls = trained
-    for (prompts, texts), step in zip(calls, sorted(rollouts), strict=True):
+def check_each_group_prompt_is_the_prompt_its_completions_were_scored_with(rollouts, calls):
+    for (prompts, texts, _), step in zip(calls, sorted(rollouts), strict=True):
         for g in rollouts[step]:
             rows = range(g["group"] * 3, g["group"] * 3 + 3)
             assert {prompts[i] for i in rows} == {g["prompt"]}
             assert [texts[i] for i in rows] == [c["text"] for c in g["completions"]]
 
 
-def test_texts_are_the_decoded_completion_tokens(trained):
-    trainer, rollouts, _ = trained
+def check_texts_are_the_decoded_completion_tokens(trainer, rollouts, calls):
+    tok = trainer.processing_class
     rows = [c for g in rollouts[2] for c in g["completions"]]
     ids = trainer.last_completion_ids.tolist()
-    decoded = [trainer.processing_class.decode(row, skip_special_tokens=True) for row in ids]
-    assert decoded == [c["text"] for c in rows]
-    assert [c["num_tokens"] for c in rows] == [
-        len([t for t in row if t != trainer.processing_class.pad_token_id]) for row in ids
-    ]
+    assert [tok.decode(row, skip_special_tokens=True) for row in ids] == [c["text"] for c in rows]
+    _, texts, completion_ids = calls[-1]  # the reward functions were given the same tokens
+    assert [tok.decode(row, skip_special_tokens=True) for row in completion_ids] == texts
+    assert [c["num_tokens"] for c in rows] == [len([t for t in row if t != tok.pad_token_id]) for row in ids]
 
 
-def test_kl_penalty_is_minus_beta_times_kl(trained):
-    _, rollouts, _ = trained
+def check_kl_penalty_is_minus_beta_times_kl(rollouts):
     rows = [c for groups in rollouts.values() for g in groups for c in g["completions"]]
     assert any(abs(c["kl"]) > 1e-3 for c in rows)  # the policy moved after step 1, so the sign is visible
     for c in rows:

@@ -12,7 +12,6 @@ import hashlib
 import threading
 from types import SimpleNamespace
 
-import pytest
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -58,15 +57,15 @@ def test_weights_lock_is_held_from_before_to_after_the_optimiser_step():
     assert not lock.lock.locked()
 
 
-@pytest.fixture(scope="module")
-def race(tmp_path_factory):
+def run_race(tmp_path):
+    """Three training steps with a reader asking for a snapshot in the middle of each optimiser step."""
     config = RunConfig(
         max_steps=3,
         prompts_per_step=2,
         num_generations=2,
         max_new_tokens=6,
         learning_rate=1e-2,
-        output_dir=str(tmp_path_factory.mktemp("runs")),
+        output_dir=str(tmp_path),
     )
     state = RunState(config)
     trainer = build_trainer(config, state)
@@ -114,11 +113,11 @@ def race(tmp_path_factory):
     return seen
 
 
-def test_the_lock_is_held_during_every_optimiser_step(race):
-    assert race["locked"] == [True, True, True]
-
-
-def test_a_snapshot_asked_for_during_a_step_is_the_model_after_it(race):
+def test_a_snapshot_asked_for_during_a_step_is_the_model_after_it(tmp_path):
+    """The training runs in the test itself, not in a fixture: mutmut orders tests by their own duration, and the
+    fast tests above then run first (see scripts/mutation.sh)."""
+    race = run_race(tmp_path)
+    assert race["locked"] == [True, True, True]  # the lock is held during every optimiser step
     assert len(race["snapshots"]) == 3
     assert race["copied_mid_step"] == [False, False, False]  # each reader waited for the step to end
     assert race["snapshots"] == race["after"]  # and copied the whole update, not half of it

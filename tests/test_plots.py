@@ -5,8 +5,10 @@ The builders return plain dicts and never import plotly; these tests may, to che
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -345,6 +347,55 @@ def all_figures():
     figs.update({f"secondary {k}": f for k, f in secondary_figures(records, smoothing=0.6).items()})
     figs.update({f"secondary empty {k}": f for k, f in secondary_figures([{"step": 1}]).items()})
     return figs
+
+
+GOLDEN = Path(__file__).parent / "golden" / "figures.json"
+
+
+def golden_figures():
+    """All of ``all_figures`` plus the builders' defaults and the long inputs that get shortened."""
+    records = make_records()
+    long_group = make_group()
+    long_group["completions"][0]["text"] = "word " * 40
+    figs = all_figures()
+    figs.update(
+        {
+            "kl default": kl_figure(records),
+            "group long": group_figure(long_group),
+            "eval full": eval_histogram(
+                {
+                    "base_rewards": [-0.5, 0.0, 0.1, 0.2],
+                    "trained_rewards": [0.3, 0.5, 0.9, 0.7],
+                    "base_mean_reward": -0.05,
+                    "trained_mean_reward": 0.6,
+                    "difference_ci95": [0.3, 0.9],
+                }
+            ),
+            "eval one value": eval_histogram({"base_rewards": [0.2], "trained_rewards": [0.2]}),
+            "overlay default": overlay_figure({"a": records}, "kl"),
+        }
+    )
+    figs.update({f"secondary default {k}": f for k, f in secondary_figures(records).items()})
+    return figs
+
+
+def test_figures_match_the_reviewed_golden_file():
+    """Every figure, value for value, as it was last looked at; after a deliberate change to a builder, look at the
+    figures again (``scripts/screenshots.py``) and rewrite the file with ``UPDATE_GOLDEN=1 pytest tests/test_plots.py``.
+    The shared template is stored once."""
+    figs = json.loads(json.dumps(golden_figures()))
+    template = figs["reward"]["layout"]["template"]
+    for fig in figs.values():
+        assert fig["layout"].pop("template") == template
+    current = {"template": template, "figures": figs}
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+    golden = json.loads(GOLDEN.read_text())
+    assert current["template"] == golden["template"]
+    assert sorted(current["figures"]) == sorted(golden["figures"])
+    for name, fig in current["figures"].items():
+        assert fig == golden["figures"][name], f"figure {name!r} changed"
 
 
 def plain(value):
