@@ -148,8 +148,8 @@ def test_record_normalized_advantages_and_their_statistics():
 
 
 def test_record_without_kl_and_with_clipping():
-    trainer = fake_trainer(beta=0.0, clip=(-0.6, 0.6))
-    _, _, _, weighted, shaped, _, raw_adv = expected_rows(0.0, clip=(-0.6, 0.6))
+    trainer = fake_trainer(beta=0.0, clip=(-0.5, 0.6))
+    _, _, _, weighted, shaped, _, raw_adv = expected_rows(0.0, clip=(-0.5, 0.6))
     trainer._record(  # with beta = 0 TRL computes no reference log-probabilities
         {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": []},
         {"completion_mask": torch.tensor(MASK), "advantages": torch.tensor(raw_adv), "completion_ids": torch.zeros(6)},
@@ -158,8 +158,67 @@ def test_record_without_kl_and_with_clipping():
     assert [r["kl"] for r in rows] == [0.0] * 6 and [r["kl_penalty"] for r in rows] == [0.0] * 6
     assert [r["weighted_reward"] for r in rows] == pytest.approx(weighted)
     assert max(r["weighted_reward"] for r in rows) == pytest.approx(0.6)  # 0.9 - 0.125 was clipped
+    assert min(r["weighted_reward"] for r in rows) == pytest.approx(-0.5)  # and -0.3 - 0.25
     assert [r["shaped_reward"] for r in rows] == pytest.approx(shaped)
     assert "normalization" not in trainer.last_rollouts[0]
+
+
+def test_record_normalizes_a_batch_of_one_pair():
+    """The smallest batch RLOO allows, one prompt and K = 2, normalised with the sample standard deviation."""
+    trainer = fake_trainer(beta=0.0, normalize_advantages=True)
+    trainer.num_generations = 2
+    trainer.reward_func_names, trainer.reward_weights = ["probe"], torch.tensor([1.0])
+    raw_adv = [0.5 - 0.1, 0.1 - 0.5]
+    trainer._record(
+        {"rewards_per_func": torch.tensor([[0.5], [0.1]]), "prompts": ["p", "p"], "completions": ["a", "b"]},
+        {
+            "completion_mask": torch.ones(2, 3),
+            "advantages": torch.tensor(normalize(raw_adv)),
+            "completion_ids": torch.zeros(2, 3),
+        },
+    )
+    (group,) = trainer.last_rollouts
+    std = (2 * 0.4**2) ** 0.5  # mean 0, n - 1 = 1
+    assert group["normalization"] == {"mean": pytest.approx(0.0), "std": pytest.approx(std), "eps": NORMALIZE_EPS}
+    assert group["parity_error"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_record_gathers_the_texts_of_every_process_in_the_tensors_order(monkeypatch):
+    """Two processes, played by stand-ins for accelerate: each holds one prompt group; the tensors and the texts are
+    gathered, and a row's text stays with its numbers."""
+    import accelerate.utils
+
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda items: list(items) + [f"other {x}" for x in items])
+    trainer = fake_trainer(beta=0.2)
+    trainer.accelerator = SimpleNamespace(num_processes=2, is_main_process=True, gather=lambda t: torch.cat([t, t]))
+    policy, ref, kl, *_ = expected_rows(0.2)
+    trainer._record(  # the local half of the batch; TRL's raw rewards are already gathered
+        {
+            "rewards_per_func": torch.tensor(RAW),
+            "prompts": PROMPTS[:K],
+            "completions": TEXTS[:K],
+            "logps": [policy[:K], ref[:K]],
+        },
+        {"completion_mask": torch.tensor(MASK[:K]), "advantages": torch.zeros(K), "completion_ids": torch.zeros(K, 4)},
+    )
+    first, second = trainer.last_rollouts
+    assert (first["prompt"], second["prompt"]) == ("first prompt", "other first prompt")
+    assert [c["text"] for c in second["completions"]] == [f"other {t}" for t in TEXTS[:K]]
+    assert [c["kl"] for c in second["completions"]] == pytest.approx(kl[:K], abs=1e-5)  # the other process's rows
+    assert [c["num_tokens"] for c in second["completions"]] == [sum(m) for m in MASK[:K]]
+
+
+def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
+    got = {}
+    monkeypatch.setattr(RLOOTrainer, "__init__", lambda self, *args, **kwargs: got.update(args=args, kwargs=kwargs))
+
+    def sink(step, groups):
+        pass
+
+    trainer = CapturingRLOOTrainer("a model", args="its config", rollout_sink=sink)
+    assert got == {"args": ("a model",), "kwargs": {"args": "its config"}}
+    assert trainer.rollout_sink is sink
+    assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
 
 
 def test_record_on_another_process_keeps_the_rows_but_writes_nothing():

@@ -78,7 +78,7 @@ def expected():
     return cached_expected()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # not module-scoped: mutmut links a mutant to the tests that ran its code, so each test evaluates
 def result(models, prompts):
     base, trained, tok = models
     # temperature and top_p left at their defaults (1.0): the recomputation below uses 1.0
@@ -121,6 +121,7 @@ def test_means_and_rewards_match_an_independent_recomputation(result, expected, 
         for i in range(len(prompts))
     ]
     assert result["difference"] == pytest.approx(statistics.fmean(per_prompt))
+    assert result["difference_ci95"] == pytest.approx(bootstrap_interval(per_prompt, seed=SEED))  # seeded, repeatable
     assert result["difference"] == pytest.approx(result["trained_mean_reward"] - result["base_mean_reward"])
     assert set(result["per_function"]) == {"vader_compound", "length_penalty", "sentiment_classifier"}
     for name, means in result["per_function"].items():
@@ -165,21 +166,23 @@ def test_kl_is_the_mean_log_ratio_over_trained_samples(result, expected, models)
     assert result["kl_trained_vs_base"] == pytest.approx(kl, rel=1e-3)
 
 
-def test_same_model_same_seed_gives_identical_samples(models, prompts):
+def test_same_model_same_seed_gives_identical_samples(models):
     """Both columns use the same seed per prompt, so one model evaluated against itself differs nowhere."""
     base, _, tok = models
     twin = copy.deepcopy(base)
     calls = []
-    out = evaluate(base, twin, tok, CONFIG, prompts[:3], max_new_tokens=6, progress=lambda i, n: calls.append((i, n)))
+    prompts = list(heldout_prompts(CONFIG, 9))
+    out = evaluate(base, twin, tok, CONFIG, prompts, max_new_tokens=4, progress=lambda i, n: calls.append((i, n)))
     assert out["seed"] == 0 and out["samples_per_prompt"] == 2  # the documented defaults
-    assert len(out["base_rewards"]) == 3 * 2
+    assert len(out["base_rewards"]) == 9 * 2
+    assert len(out["samples"]) == 8  # at most eight prompts' samples are kept
     assert out["trained_rewards"] == out["base_rewards"]
     assert [s["base"] for s in out["samples"]] == [s["trained"] for s in out["samples"]]
     assert out["difference"] == 0.0 and out["difference_ci95"] == [0.0, 0.0]
     assert out["kl_trained_vs_base"] == pytest.approx(0.0, abs=1e-9)
-    assert calls == [(i, 6) for i in range(1, 7)]  # progress over both models' prompts, in order
+    assert calls == [(i, 18) for i in range(1, 19)]  # progress over both models' prompts, in order
     # the default seed is 0: the base column is what sampling with seed 0 + i gives
-    assert out["samples"][1]["base"] == sample(base, tok, prompts[1], 2, 6, seed=1)[0]["text"]
+    assert out["samples"][1]["base"] == sample(base, tok, prompts[1], 2, 4, seed=1)[0]["text"]
 
 
 # --- bootstrap ----------------------------------------------------------------------------------------------------
@@ -202,6 +205,7 @@ def test_bootstrap_interval_edges_and_seed():
     lo, hi = bootstrap_interval(diffs, n_resamples=500, seed=4)
     assert min(diffs) <= lo < statistics.fmean(diffs) < hi <= max(diffs)
     assert bootstrap_interval(diffs, n_resamples=500, seed=4) == (lo, hi)
+    assert bootstrap_interval(diffs) == bootstrap_interval(diffs, n_resamples=2000, seed=0)  # the defaults
     assert bootstrap_interval(diffs, n_resamples=500, seed=5) != (lo, hi)
     # the interval holds the central 95% of the resampled means: with 40 resamples, all but the lowest and the highest
     rng = random.Random(4)
@@ -229,6 +233,14 @@ def test_scorer_scores_every_function_and_weights_the_trained_ones():
     assert scores["sentiment_classifier"] == build_reward("sentiment_classifier")(None, texts)
     weighted = [v + 0.5 * ln for v, ln in zip(scores["vader_compound"], scores["length_penalty"], strict=True)]
     assert reward == pytest.approx(weighted)
+
+
+def test_heldout_prompts_from_a_file_with_its_own_text_column(tmp_path):
+    path = tmp_path / "reviews.csv"
+    path.write_text("id,body\n" + "\n".join(f"{i},review {i} of a film I saw last week" for i in range(300)))
+    config = RunConfig(data_source=str(path), text_column="body", prompt_words=3)
+    prompts = heldout_prompts(config, 3)
+    assert len(prompts) == 3 and all(p.startswith("review ") and len(p.split()) == 3 for p in prompts)
 
 
 def test_heldout_prompts_come_from_heldout_reviews():

@@ -29,6 +29,7 @@ from rloo_demo.plots import (
     reward_figure,
     secondary_figures,
     smooth,
+    step_dtick,
     variance_figure,
     zero_signal_figure,
 )
@@ -100,6 +101,25 @@ def test_smooth_is_debiased_and_keeps_length():
     assert len(smoothed) == len(zigzag)
     assert smoothed != zigzag
     assert max(smoothed[2:]) - min(smoothed[2:]) < 1.0  # swings shrink
+
+
+def test_smooth_weight_is_clamped():
+    values = [0.0, 1.0, 0.0, 1.0]
+    assert smooth(values, 5.0) == smooth(values, 0.999)  # 1 or more would freeze the curve at its first value
+    assert smooth(values, -1.0) == values
+
+
+def test_step_dtick_is_a_round_spacing_with_at_most_eight_ticks():
+    expected = {1: 1, 8: 1, 9: 2, 16: 2, 17: 5, 24: 5, 40: 5, 41: 10, 80: 10, 81: 20, 150: 20, 400: 50, 401: 100}
+    assert {last: step_dtick(last) for last in expected} == expected
+
+
+def test_every_reward_function_gets_a_colour_other_than_the_total():
+    names = [f"reward_{i}" for i in range(8)]
+    fig = reward_figure(make_records(names=names))
+    colours = [t["line"]["color"] for t in fig["data"] if t["name"] in names]
+    assert colours == [plots.PALETTE[1 + i % (len(plots.PALETTE) - 1)] for i in range(8)]  # cycles, skipping #0
+    assert plots.PALETTE[0] not in colours
 
 
 def test_smooth_skips_none_and_nan_in_place():
@@ -357,6 +377,8 @@ def golden_figures():
     records = make_records()
     long_group = make_group()
     long_group["completions"][0]["text"] = "word " * 40
+    long_group["completions"][1]["text"] = "x" * 80  # exactly as long as a hover line may be
+    long_group["prompt"] = "p" * 40  # exactly as long as a title's prompt may be
     figs = all_figures()
     figs.update(
         {
@@ -372,7 +394,23 @@ def golden_figures():
                 }
             ),
             "eval one value": eval_histogram({"base_rewards": [0.2], "trained_rewards": [0.2]}),
+            # the reported means win over the means of the (finite) values shown
+            "eval reported means": eval_histogram(
+                {
+                    "base_rewards": [0.1, 0.3],
+                    "trained_rewards": [0.5],
+                    "base_mean_reward": 0.25,
+                    "trained_mean_reward": 0.4,
+                }
+            ),
+            "eval trained only": eval_histogram({"trained_rewards": [0.5, 0.7]}),
+            "group missing fields": group_figure(
+                {"prompt": "x", "completions": [{"text": "a"}, {"advantage": None, "shaped_reward": 0.1}]}
+            ),
             "overlay default": overlay_figure({"a": records}, "kl"),
+            "overlay unlabelled metric": overlay_figure({"a": records}, "rewards/vader_compound/mean"),
+            "overlay missing metric": overlay_figure({"a": records}, "no/such/metric"),
+            "reward without steps": reward_figure([{"reward": 0.1, "reward_std": 0.2}, {"reward": 0.3}]),
         }
     )
     figs.update({f"secondary default {k}": f for k, f in secondary_figures(records).items()})
