@@ -6,6 +6,7 @@ The builders return plain dicts and never import plotly; these tests may, to che
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -270,6 +271,21 @@ def test_group_figure_colours_follow_advantage_sign():
     title = fig["layout"]["title"]["text"]
     assert "This movie was" in title and "…" in title
     assert len(title) < 80
+
+
+def test_bar_colours_agree_with_the_rollouts_table_rows():
+    """The chart and the table beside it colour a completion alike, also at the threshold of 'no push'."""
+    from rloo_demo.ui.views import groups_html
+
+    group = make_group()
+    advantages = [1e-6, -1e-6, 2e-6, 5e-7]
+    for c, a in zip(group["completions"], advantages, strict=True):
+        c["advantage"] = a
+    bars = next(t for t in group_figure(group)["data"] if t["type"] == "bar")["marker"]["color"]
+    rows = re.findall(r"<tr class='(rloo-\w+)'>", groups_html([group]))
+    by_class = {"rloo-pos": POSITIVE, "rloo-neg": NEGATIVE, "rloo-zero": NEUTRAL}
+    assert rows == ["rloo-zero", "rloo-zero", "rloo-pos", "rloo-zero"]
+    assert bars == [by_class[r] for r in rows]
 
 
 def test_group_figure_copes_with_missing_fields():
