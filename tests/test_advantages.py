@@ -52,7 +52,7 @@ def test_equal_rewards_give_zero_advantage():
 
 
 def test_single_completion_is_rejected():
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match="^a leave-one-out baseline needs at least 2 completions per prompt$"):
         leave_one_out_baselines([1.0])
 
 
