@@ -34,7 +34,7 @@ POSITIVE, NEGATIVE, NEUTRAL = "#3DBE8B", "#D9534F", "#9A9A9A"
 GRID = "rgba(128,128,128,0.25)"
 AXIS_TEXT = "#888"
 UIREVISION = "rloo-demo"  # constant, so a zoom or pan survives the redraw on each new step
-ZERO_ADVANTAGE = 1e-6  # below this an advantage pushes the policy neither way; float noise, not signal
+ZERO_ADVANTAGE = 1e-6  # up to this an advantage pushes the policy neither way (float noise), as in the table
 TRANSPARENT = "rgba(0,0,0,0)"
 
 
@@ -477,7 +477,7 @@ def group_figure(group: dict) -> Figure:
     labels = [f"#{i + 1}" for i in range(len(completions))]
     advantages = [c.get("advantage") for c in completions]
     colours = [
-        NEUTRAL if not _finite(a) or abs(a) < ZERO_ADVANTAGE else POSITIVE if a > 0 else NEGATIVE for a in advantages
+        NEUTRAL if not _finite(a) or abs(a) <= ZERO_ADVANTAGE else POSITIVE if a > 0 else NEGATIVE for a in advantages
     ]
     hover = [
         f"{_shorten(c.get('text', ''), 80)}<br>advantage {_fmt(c.get('advantage'), '+.3f')}"

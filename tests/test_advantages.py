@@ -52,7 +52,7 @@ def test_equal_rewards_give_zero_advantage():
 
 
 def test_single_completion_is_rejected():
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match="^a leave-one-out baseline needs at least 2 completions per prompt$"):
         leave_one_out_baselines([1.0])
 
 
@@ -80,3 +80,26 @@ def test_normalize_uses_sample_std_and_eps():
 def test_weighted_reward():
     out = weighted_reward({"a": [1.0, -1.0], "b": [0.5, 0.5]}, {"a": 2.0, "b": -1.0})
     assert out == pytest.approx([1.5, -2.5])
+
+
+def test_shaping_needs_one_kl_per_reward_and_skips_a_missing_kl():
+    with pytest.raises(ValueError):
+        shaped_rewards([1.0, 2.0], [0.1], beta=0.1)  # a KL list that does not line up with the rewards
+    assert shaped_rewards([1, 2], None, beta=0.1) == [1.0, 2.0]  # beta > 0 but no KL computed
+
+
+def test_normalize_one_and_two_values():
+    assert normalize([3.0]) == [0.0]  # no spread: nothing to divide by
+    spread = math.sqrt(0.5)  # the sample std of [0, 1]
+    assert normalize([0.0, 1.0]) == pytest.approx([-0.5 / (spread + 1e-4), 0.5 / (spread + 1e-4)])
+
+
+def test_batch_advantages_raw_and_normalized():
+    rewards = [1.0, 0.0, 0.5, 0.5, 0.2, 0.4, 0.6, 0.8]
+    raw = [r - (sum(g) - r) / 3 for g in (rewards[:4], rewards[4:]) for r in g]
+    out = batch_advantages(rewards, k=4, normalize_advantages=True)
+    assert out["raw_advantages"] == pytest.approx(raw)
+    mean = sum(raw) / 8
+    std = math.sqrt(sum((a - mean) ** 2 for a in raw) / 7)
+    assert out["advantages"] == pytest.approx([(a - mean) / (std + 1e-4) for a in raw])
+    assert batch_advantages(rewards, k=4)["advantages"] == pytest.approx(raw)  # off by default

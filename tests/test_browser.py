@@ -11,6 +11,12 @@ import pytest
 from apputil import CHROMIUM, CHROMIUM_FLAGS, REWARD_POINTS_JS, running_app, wait_until
 from conftest import ARTIFACTS
 
+# [class, advantage cell text] of every completion row of the Rollouts tab's tables
+ROW_CLASS_AND_ADVANTAGE_JS = """() => [...document.querySelectorAll('#rollout-groups table.rloo-table')].flatMap(t => {
+  const column = [...t.querySelectorAll('thead th')].findIndex(th => th.innerText.trim() === 'advantage');
+  return [...t.querySelectorAll('tbody tr')].map(r => [r.className, r.cells[column].innerText.trim()]);
+})"""
+
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 
@@ -38,10 +44,17 @@ def test_start_watch_reward_and_rollouts(space_runs_dir):
 
         page.get_by_role("tab", name="Rollouts").click()
         page.wait_for_selector("#rollout-groups table.rloo-table tbody tr", timeout=30_000)
-        rows = page.locator("#rollout-groups table.rloo-table tbody tr")
-        assert rows.count() >= 4
-        classes = {rows.nth(i).get_attribute("class") for i in range(rows.count())}
-        assert classes <= {"rloo-pos", "rloo-neg", "rloo-zero"}
+        # each row's colour class against the advantage printed in the same row
+        rows = page.evaluate(ROW_CLASS_AND_ADVANTAGE_JS)
+        assert len(rows) >= 4
+        for cls, shown in rows:
+            advantage = float(shown.replace("−", "-"))
+            if abs(advantage) >= 0.001:  # a printed ±0.000 may be a tiny advantage of either sign
+                assert cls == ("rloo-pos" if advantage > 0 else "rloo-neg"), (cls, shown)
+            else:
+                assert cls in ("rloo-pos", "rloo-neg", "rloo-zero"), (cls, shown)
+        # advantages in a group sum to zero, so a step that teaches anything has rows of both colours
+        assert {"rloo-pos", "rloo-neg"} <= {cls for cls, _ in rows}
         page.locator("#group-table [role=gridcell]").first.click()  # first completion of the selected group
         page.wait_for_function(
             "document.querySelector('#arithmetic').innerText.includes('baseline = mean')", timeout=15_000

@@ -1,8 +1,13 @@
 """Embedded data, the split and the prompt templates: ``python -m pytest tests/test_data.py``."""
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 
 import pytest
+from conftest import ROOT
 
 from rloo_demo.data import (
     INSTRUCTION_TEMPLATE,
@@ -37,8 +42,21 @@ def test_split_is_deterministic_and_disjoint():
     assert len(train) + len(held) == len(imdb)
     assert 0.08 < len(held) / len(imdb) < 0.12
     assert not set(train["text"]) & set(held["text"])  # duplicates land on one side
-    assert all(is_heldout(t) for t in held["text"][:200])
-    assert held["text"][:50] == split(load_embedded("imdb"), "heldout")["text"][:50]
+    assert all(is_heldout(t) for t in held["text"][:200]) and not any(is_heldout(t) for t in train["text"][:200])
+
+
+def test_split_is_the_same_in_another_process():
+    """The split is a pure function of each text: a fresh process, with another string-hash seed and nothing
+    cached, puts the same reviews on the held-out side."""
+    code = (
+        "import hashlib; from rloo_demo.data import load_embedded, split; "
+        "held = split(load_embedded('imdb'), 'heldout')['text']; "
+        "print(len(held), hashlib.sha1('\\n'.join(held).encode()).hexdigest())"
+    )
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    held = split(load_embedded("imdb"), "heldout")["text"]
+    assert out.split() == [str(len(held)), hashlib.sha1("\n".join(held).encode()).hexdigest()]
 
 
 def test_heldout_prompts_are_disjoint_from_training_prompts():

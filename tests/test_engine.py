@@ -4,6 +4,8 @@
 """
 
 import json
+import os
+import statistics
 import threading
 from collections import defaultdict
 
@@ -16,8 +18,10 @@ from rloo_demo.callbacks import MetricsChannel
 from rloo_demo.capture import CapturingRLOOTrainer
 from rloo_demo.cli import main as cli_main
 from rloo_demo.config import RunConfig
+from rloo_demo.evaluation import heldout_prompts
 from rloo_demo.runs import RunFolder, list_runs, open_run
-from rloo_demo.training import RunState, TrainingJob, build_trainer, train
+from rloo_demo.sampling import sample
+from rloo_demo.training import RunState, TrainingJob, build_trainer, load_policy, train
 
 STEP_KEYS = [
     "reward",
@@ -134,6 +138,15 @@ def finished_run(tmp_path_factory):
     config = RunConfig(
         max_steps=3, prompts_per_step=2, max_new_tokens=8, output_dir=str(tmp_path_factory.mktemp("runs"))
     )
+    renames = []
+    real_replace = os.replace
+
+    def recording_replace(src, dst, **kwargs):
+        renames.append((str(src), str(dst)))
+        return real_replace(src, dst, **kwargs)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(os, "replace", recording_replace)
     job = TrainingJob(config).start()
     assert job.thread.is_alive()  # start() returns while training goes on
     subscribers = [job.state.channel.subscribe() for _ in range(2)]
@@ -146,9 +159,13 @@ def finished_run(tmp_path_factory):
     readers = [threading.Thread(target=read, args=(i,)) for i in range(2)]
     for t in readers:
         t.start()
-    assert job.join(timeout=300)
+    try:
+        assert job.join(timeout=300)
+    finally:
+        mp.undo()
     for t in readers:
         t.join(10)
+    job.renames = renames
     return job, config, received
 
 
@@ -170,6 +187,8 @@ def test_run_folder_is_complete(finished_run):
     rollouts = run.rollouts()
     assert len(rollouts) == 3 * config.prompts_per_step
     assert {r["step"] for r in rollouts} == {1, 2, 3}
+    # model/ was written as .model.tmp and renamed into place, so it never exists half-written
+    assert (str(run.path / ".model.tmp"), str(run.path / "model")) in job.renames
     assert run.model_dir is not None and not (run.path / ".model.tmp").exists()
     model = AutoModelForCausalLM.from_pretrained(run.model_dir)
     assert model.config.n_layer >= 1
@@ -178,17 +197,29 @@ def test_run_folder_is_complete(finished_run):
 
 
 def test_cli_evaluate_and_infer(finished_run, capsys):
-    job, _, _ = finished_run
+    job, config, _ = finished_run
     assert cli_main(["evaluate", "--run", str(job.run.path), "--num-prompts", "4", "--samples-per-prompt", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("base_mean_reward=")
-    assert lines[1].startswith("trained_mean_reward=")
-    assert any("sentiment_classifier" in line and "held-out scorer" in line for line in lines)
     saved = json.loads((job.run.path / "evaluation.json").read_text())
-    assert saved["num_prompts"] == 4 and len(saved["difference_ci95"]) == 2
+    # the report prints the saved numbers, and they are the means of the saved per-completion rewards
+    assert len(saved["base_rewards"]) == len(saved["trained_rewards"]) == 4
+    assert lines[0] == f"base_mean_reward={statistics.fmean(saved['base_rewards']):.4f}"
+    assert lines[1] == f"trained_mean_reward={statistics.fmean(saved['trained_rewards']):.4f}"
+    m = saved["per_function"]["sentiment_classifier"]
+    assert (
+        f"  {'sentiment_classifier':<24} base {m['base']:+.4f}  trained {m['trained']:+.4f}  (held-out scorer)" in lines
+    )
+    # the trained column is sampled from the run's model, the base column from the policy it started from
+    trained, tok = load_policy(str(job.run.model_dir))
+    base, _ = load_policy(config.policy)
+    first = heldout_prompts(config, 1)[0]
+    assert saved["samples"][0]["prompt"] == first
+    assert saved["samples"][0]["trained"] == sample(trained, tok, first, 1, config.max_new_tokens, seed=0)[0]["text"]
+    assert saved["samples"][0]["base"] == sample(base, tok, first, 1, config.max_new_tokens, seed=0)[0]["text"]
+
     assert cli_main(["infer", "--run", str(job.run.path), "--prompt", "This film is", "--num-samples", "2"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) == 2 and all(line.startswith("This film is") for line in out)
+    expected = sample(trained, tok, "This film is", 2, 40, 0.8, 0.95, seed=0)  # the CLI's defaults
+    assert capsys.readouterr().out == "".join(f"This film is{s['text']}\n" for s in expected)
 
 
 def test_cli_user_errors_are_one_line(tmp_path, capsys):
@@ -239,12 +270,14 @@ def test_crash_in_a_reward_function_fails_the_run_and_keeps_metrics(tmp_path, mo
 
 def test_policy_snapshot_is_a_private_copy(tmp_path):
     job = TrainingJob(RunConfig(max_steps=200, prompts_per_step=2, max_new_tokens=8, output_dir=str(tmp_path))).start()
-    job.state.channel.wait_for(0, timeout=120)
+    assert job.state.channel.wait_for(0, timeout=120), "no step arrived"
     snap = job.state.policy_snapshot()
     live = job.state.trainer.accelerator.unwrap_model(job.state.trainer.model)
     assert snap is not live and not snap.training
     before = {k: v.clone() for k, v in snap.state_dict().items()}
-    job.state.channel.wait_for(len(job.state.channel) + 1, timeout=60)
+    assert job.state.channel.wait_for(len(job.state.channel) + 1, timeout=60), "no further step arrived"
     job.stop()
-    job.join(timeout=120)
-    assert all(torch.equal(before[k], v) for k, v in snap.state_dict().items())  # training did not touch it
+    assert job.join(timeout=120)
+    live_after = live.state_dict()
+    assert any(not torch.equal(before[k], live_after[k]) for k in before)  # the live policy trained on
+    assert all(torch.equal(before[k], v) for k, v in snap.state_dict().items())  # but the snapshot did not change

@@ -5,8 +5,11 @@ The builders return plain dicts and never import plotly; these tests may, to che
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -28,6 +31,7 @@ from rloo_demo.plots import (
     reward_figure,
     secondary_figures,
     smooth,
+    step_dtick,
     variance_figure,
     zero_signal_figure,
 )
@@ -101,6 +105,25 @@ def test_smooth_is_debiased_and_keeps_length():
     assert max(smoothed[2:]) - min(smoothed[2:]) < 1.0  # swings shrink
 
 
+def test_smooth_weight_is_clamped():
+    values = [0.0, 1.0, 0.0, 1.0]
+    assert smooth(values, 5.0) == smooth(values, 0.999)  # 1 or more would freeze the curve at its first value
+    assert smooth(values, -1.0) == values
+
+
+def test_step_dtick_is_a_round_spacing_with_at_most_eight_ticks():
+    expected = {1: 1, 8: 1, 9: 2, 16: 2, 17: 5, 24: 5, 40: 5, 41: 10, 80: 10, 81: 20, 150: 20, 400: 50, 401: 100}
+    assert {last: step_dtick(last) for last in expected} == expected
+
+
+def test_every_reward_function_gets_a_colour_other_than_the_total():
+    names = [f"reward_{i}" for i in range(8)]
+    fig = reward_figure(make_records(names=names))
+    colours = [t["line"]["color"] for t in fig["data"] if t["name"] in names]
+    assert colours == [plots.PALETTE[1 + i % (len(plots.PALETTE) - 1)] for i in range(8)]  # cycles, skipping #0
+    assert plots.PALETTE[0] not in colours
+
+
 def test_smooth_skips_none_and_nan_in_place():
     out = smooth([1.0, None, float("nan"), 3.0], 0.5)
     assert len(out) == 4
@@ -116,8 +139,10 @@ def test_reward_figure_traces_band_and_reward_functions():
     assert_styled(fig)
     assert names(fig) == ["±1 std", "total reward", "vader_compound", "length_penalty"]
     band = fig["data"][0]
-    assert band["fill"] == "toself" and len(band["x"]) == 2 * 12
-    assert max(band["y"]) == pytest.approx(max(r["reward"] for r in make_records()) + 0.3)
+    assert band["fill"] == "toself" and band["x"] == list(range(1, 13)) + list(range(12, 0, -1))
+    rewards = [r["reward"] for r in make_records()]
+    # the upper edge left to right, then the lower edge right to left: both edges, each at reward +- std
+    assert band["y"] == pytest.approx([r + 0.3 for r in rewards] + [r - 0.3 for r in reversed(rewards)])
     layout = fig["layout"]
     assert "step" in layout["xaxis"]["title"]["text"] and "[-1, 1]" in layout["yaxis"]["title"]["text"]
     assert layout["xaxis"]["dtick"] == 2  # whole steps, from step_dtick(12)
@@ -134,6 +159,31 @@ def test_reward_smoothing_changes_values_keeps_raw_faint():
     assert list(solid["y"]) != pytest.approx(list(solid_raw["y"]))
     assert list(faint["y"]) == pytest.approx(list(solid_raw["y"]))
     assert faint["opacity"] < 1 and faint["showlegend"] is False
+
+
+def ema(values, weight):
+    """TensorBoard's debiased exponential moving average, written out again for the test."""
+    out, last = [], 0.0
+    for n, v in enumerate(values, 1):
+        last = weight * last + (1 - weight) * v
+        out.append(last / (1 - weight**n))
+    return out
+
+
+def test_reward_band_follows_the_smoothed_line_and_smoothed_std():
+    records = make_records()
+    for i, r in enumerate(records):
+        r["reward_std"] = 0.1 + 0.4 * (i % 3 == 0)  # a spread that jumps, so smoothing it changes it
+    fig = reward_figure(records, smoothing=0.7)
+    band = next(t for t in fig["data"] if t["name"] == "±1 std")
+    solid = next(t for t in fig["data"] if t["name"] == "total reward")
+    upper, lower = band["y"][:12], band["y"][12:][::-1]
+    centre = [(u + lo) / 2 for u, lo in zip(upper, lower, strict=True)]
+    half_width = [(u - lo) / 2 for u, lo in zip(upper, lower, strict=True)]
+    assert centre == pytest.approx(solid["y"])  # the band sits on the smoothed line, not on the raw points
+    assert centre == pytest.approx(ema([r["reward"] for r in records], 0.7))
+    assert half_width == pytest.approx(ema([r["reward_std"] for r in records], 0.7))
+    assert half_width != pytest.approx([r["reward_std"] for r in records])  # so an unsmoothed band would show
 
 
 def test_reward_figure_without_data_shows_annotation():
@@ -222,6 +272,21 @@ def test_group_figure_colours_follow_advantage_sign():
     title = fig["layout"]["title"]["text"]
     assert "This movie was" in title and "…" in title
     assert len(title) < 80
+
+
+def test_bar_colours_agree_with_the_rollouts_table_rows():
+    """The chart and the table beside it colour a completion alike, also at the threshold of 'no push'."""
+    from rloo_demo.ui.views import groups_html
+
+    group = make_group()
+    advantages = [1e-6, -1e-6, 2e-6, 5e-7]
+    for c, a in zip(group["completions"], advantages, strict=True):
+        c["advantage"] = a
+    bars = next(t for t in group_figure(group)["data"] if t["type"] == "bar")["marker"]["color"]
+    rows = re.findall(r"<tr class='(rloo-\w+)'>", groups_html([group]))
+    by_class = {"rloo-pos": POSITIVE, "rloo-neg": NEGATIVE, "rloo-zero": NEUTRAL}
+    assert rows == ["rloo-zero", "rloo-zero", "rloo-pos", "rloo-zero"]
+    assert bars == [by_class[r] for r in rows]
 
 
 def test_group_figure_copes_with_missing_fields():
@@ -334,6 +399,73 @@ def all_figures():
     figs.update({f"secondary {k}": f for k, f in secondary_figures(records, smoothing=0.6).items()})
     figs.update({f"secondary empty {k}": f for k, f in secondary_figures([{"step": 1}]).items()})
     return figs
+
+
+GOLDEN = Path(__file__).parent / "golden" / "figures.json"
+
+
+def golden_figures():
+    """All of ``all_figures`` plus the builders' defaults and the long inputs that get shortened."""
+    records = make_records()
+    long_group = make_group()
+    long_group["completions"][0]["text"] = "word " * 40
+    long_group["completions"][1]["text"] = "x" * 80  # exactly as long as a hover line may be
+    long_group["prompt"] = "p" * 40  # exactly as long as a title's prompt may be
+    figs = all_figures()
+    figs.update(
+        {
+            "kl default": kl_figure(records),
+            "group long": group_figure(long_group),
+            "eval full": eval_histogram(
+                {
+                    "base_rewards": [-0.5, 0.0, 0.1, 0.2],
+                    "trained_rewards": [0.3, 0.5, 0.9, 0.7],
+                    "base_mean_reward": -0.05,
+                    "trained_mean_reward": 0.6,
+                    "difference_ci95": [0.3, 0.9],
+                }
+            ),
+            "eval one value": eval_histogram({"base_rewards": [0.2], "trained_rewards": [0.2]}),
+            # the reported means win over the means of the (finite) values shown
+            "eval reported means": eval_histogram(
+                {
+                    "base_rewards": [0.1, 0.3],
+                    "trained_rewards": [0.5],
+                    "base_mean_reward": 0.25,
+                    "trained_mean_reward": 0.4,
+                }
+            ),
+            "eval trained only": eval_histogram({"trained_rewards": [0.5, 0.7]}),
+            "group missing fields": group_figure(
+                {"prompt": "x", "completions": [{"text": "a"}, {"advantage": None, "shaped_reward": 0.1}]}
+            ),
+            "overlay default": overlay_figure({"a": records}, "kl"),
+            "overlay unlabelled metric": overlay_figure({"a": records}, "rewards/vader_compound/mean"),
+            "overlay missing metric": overlay_figure({"a": records}, "no/such/metric"),
+            "reward without steps": reward_figure([{"reward": 0.1, "reward_std": 0.2}, {"reward": 0.3}]),
+        }
+    )
+    figs.update({f"secondary default {k}": f for k, f in secondary_figures(records).items()})
+    return figs
+
+
+def test_figures_match_the_reviewed_golden_file():
+    """Every figure, value for value, as it was last looked at; after a deliberate change to a builder, look at the
+    figures again (``scripts/screenshots.py``) and rewrite the file with ``UPDATE_GOLDEN=1 pytest tests/test_plots.py``.
+    The shared template is stored once."""
+    figs = json.loads(json.dumps(golden_figures()))
+    template = figs["reward"]["layout"]["template"]
+    for fig in figs.values():
+        assert fig["layout"].pop("template") == template
+    current = {"template": template, "figures": figs}
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+    golden = json.loads(GOLDEN.read_text())
+    assert current["template"] == golden["template"]
+    assert sorted(current["figures"]) == sorted(golden["figures"])
+    for name, fig in current["figures"].items():
+        assert fig == golden["figures"][name], f"figure {name!r} changed"
 
 
 def plain(value):

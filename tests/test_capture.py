@@ -1,0 +1,379 @@
+"""What the capturing trainer records for each completion, checked against the inputs it was given.
+
+``python -m pytest tests/test_capture.py`` (about 30 s: two short training steps, the rest is arithmetic).
+
+The first tests feed ``CapturingRLOOTrainer`` hand-made tensors, standing in for TRL's, and check every recorded
+number against arithmetic written out here. The last ones train two real steps with a probe reward that hashes
+(prompt, completion): a completion text or a group prompt recorded against the wrong row then scores differently.
+"""
+
+import hashlib
+from types import SimpleNamespace
+
+import pytest
+import torch
+from trl import RLOOTrainer
+
+from rloo_demo import rewards as rewards_module
+from rloo_demo.advantages import NORMALIZE_EPS, normalize
+from rloo_demo.capture import CapturingRLOOTrainer
+from rloo_demo.config import RunConfig
+from rloo_demo.rewards import completion_text, length_penalty
+from rloo_demo.training import RunState, build_trainer
+
+# --- hand-made batches --------------------------------------------------------------------------------------------
+
+K = 3
+PROMPTS = ["first prompt"] * K + ["second prompt"] * K
+TEXTS = [f"completion {i}" for i in range(2 * K)]
+RAW = [[0.5, -1.0], [0.1, 0.0], [-0.3, -0.5], [0.9, -0.25], [0.0, -1.0], [0.2, float("nan")]]  # NaN: no score
+WEIGHTS = [1.0, 0.5]
+MASK = [[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]
+
+
+class OneProcess:
+    num_processes = 1
+    is_main_process = True
+
+    @staticmethod
+    def gather(tensor):
+        return tensor
+
+
+def fake_trainer(beta=0.2, normalize_advantages=False, clip=None, global_step=6):
+    trainer = CapturingRLOOTrainer.__new__(CapturingRLOOTrainer)  # no model, no TRL set-up: only what _record reads
+    trainer.accelerator = OneProcess()
+    trainer.beta = beta
+    trainer.normalize_advantages = normalize_advantages
+    trainer.reward_clip_range = clip
+    trainer.reward_weights = torch.tensor(WEIGHTS)
+    trainer.reward_func_names = ["probe", "length_penalty"]
+    trainer.num_generations = K
+    trainer.state = SimpleNamespace(global_step=global_step)
+    trainer.sinks = []
+    trainer.rollout_sink = lambda step, groups: trainer.sinks.append((step, groups))
+    trainer.last_rollouts, trainer.last_completion_ids = [], None
+    return trainer
+
+
+def expected_rows(beta, clip=None):
+    """Every recorded number of the hand-made batch, computed here in plain Python."""
+    gen = torch.Generator().manual_seed(0)
+    policy, ref = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen)
+    kl = [sum(float(policy[i, t] - ref[i, t]) for t in range(4) if MASK[i][t]) for i in range(6)]
+    weighted = [sum(w * s for w, s in zip(WEIGHTS, row, strict=True) if s == s) for row in RAW]  # NaN skipped
+    if clip:
+        weighted = [min(max(w, clip[0]), clip[1]) for w in weighted]
+    shaped = [w - beta * k for w, k in zip(weighted, kl, strict=True)]
+    baseline = [(sum(shaped[g * K : (g + 1) * K]) - shaped[i]) / (K - 1) for i in range(6) for g in [i // K]]
+    raw_adv = [s - b for s, b in zip(shaped, baseline, strict=True)]
+    return policy, ref, kl, weighted, shaped, baseline, raw_adv
+
+
+def record(trainer, policy, ref, advantages):
+    trainer._record(
+        {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": [policy, ref]},
+        {
+            "completion_mask": torch.tensor(MASK),
+            "advantages": torch.tensor(advantages),
+            "completion_ids": torch.arange(24).view(6, 4),
+        },
+    )
+    return trainer.last_rollouts
+
+
+def test_record_every_number_of_every_row():
+    trainer = fake_trainer(beta=0.2)
+    policy, ref, kl, weighted, shaped, baseline, raw_adv = expected_rows(0.2)
+    groups = record(trainer, policy, ref, raw_adv)
+    assert trainer.sinks == [(7, groups)]  # the step being optimised: global_step + 1
+    assert torch.equal(trainer.last_completion_ids, torch.arange(24).view(6, 4))
+    assert [g["prompt"] for g in groups] == ["first prompt", "second prompt"]
+    for g, group in enumerate(groups):
+        assert {k: v for k, v in group.items() if k != "completions"} == {
+            "step": 7,
+            "group": g,
+            "prompt": PROMPTS[g * K],
+            "k": K,
+            "beta": 0.2,
+            "normalize_advantages": False,
+            "weights": {"probe": 1.0, "length_penalty": 0.5},
+            "parity_error": pytest.approx(0.0, abs=1e-6),
+        }
+        for j, row in enumerate(group["completions"]):
+            i = g * K + j
+            assert row["text"] == TEXTS[i]
+            assert row["num_tokens"] == sum(MASK[i])
+            assert row["scores"]["probe"] == pytest.approx(RAW[i][0])
+            assert row["scores"]["length_penalty"] == pytest.approx(RAW[i][1], nan_ok=True)
+            assert row["weighted_reward"] == pytest.approx(weighted[i])
+            assert row["kl"] == pytest.approx(kl[i], abs=1e-5)
+            assert row["kl_penalty"] == pytest.approx(-0.2 * kl[i], abs=1e-5)
+            assert row["shaped_reward"] == pytest.approx(shaped[i], abs=1e-5)
+            assert row["shaped_reward"] == pytest.approx(row["weighted_reward"] + row["kl_penalty"], abs=1e-6)
+            assert row["baseline"] == pytest.approx(baseline[i], abs=1e-5)
+            assert row["raw_advantage"] == pytest.approx(raw_adv[i], abs=1e-5)
+            assert row["advantage"] == pytest.approx(raw_adv[i], abs=1e-6)
+    assert any(abs(r["kl"]) > 0.5 for g in groups for r in g["completions"])  # so a sign error shows
+
+
+def test_record_reports_a_gap_to_trl_advantages():
+    trainer = fake_trainer(beta=0.2)
+    policy, ref, *_, raw_adv = expected_rows(0.2)
+    off = list(raw_adv)
+    off[4] += 0.25  # TRL's tensor disagrees with our arithmetic on one completion of the second group
+    groups = record(trainer, policy, ref, off)
+    assert groups[0]["parity_error"] == pytest.approx(0.0, abs=1e-6)
+    assert groups[1]["parity_error"] == pytest.approx(0.25, abs=1e-5)
+    assert groups[1]["completions"][1]["advantage"] == pytest.approx(off[4])  # TRL's number is what is recorded
+
+
+def test_record_normalized_advantages_and_their_statistics():
+    trainer = fake_trainer(beta=0.2, normalize_advantages=True)
+    policy, ref, *_, raw_adv = expected_rows(0.2)
+    groups = record(trainer, policy, ref, normalize(raw_adv))
+    mean = sum(raw_adv) / 6
+    std = (sum((r - mean) ** 2 for r in raw_adv) / 5) ** 0.5
+    for group in groups:
+        assert group["normalize_advantages"] is True
+        assert group["parity_error"] == pytest.approx(0.0, abs=1e-5)
+        assert group["normalization"] == {
+            "mean": pytest.approx(mean, abs=1e-6),
+            "std": pytest.approx(std, abs=1e-6),
+            "eps": NORMALIZE_EPS,
+        }
+    rows = [r for g in groups for r in g["completions"]]
+    assert [r["advantage"] for r in rows] == pytest.approx([(a - mean) / (std + NORMALIZE_EPS) for a in raw_adv])
+    assert [r["raw_advantage"] for r in rows] == pytest.approx(raw_adv, abs=1e-5)
+
+
+def test_record_without_kl_and_with_clipping():
+    trainer = fake_trainer(beta=0.0, clip=(-0.5, 0.6))
+    _, _, _, weighted, shaped, _, raw_adv = expected_rows(0.0, clip=(-0.5, 0.6))
+    trainer._record(  # with beta = 0 TRL computes no reference log-probabilities
+        {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": []},
+        {"completion_mask": torch.tensor(MASK), "advantages": torch.tensor(raw_adv), "completion_ids": torch.zeros(6)},
+    )
+    rows = [r for g in trainer.last_rollouts for r in g["completions"]]
+    assert [r["kl"] for r in rows] == [0.0] * 6 and [r["kl_penalty"] for r in rows] == [0.0] * 6
+    assert [r["weighted_reward"] for r in rows] == pytest.approx(weighted)
+    assert max(r["weighted_reward"] for r in rows) == pytest.approx(0.6)  # 0.9 - 0.125 was clipped
+    assert min(r["weighted_reward"] for r in rows) == pytest.approx(-0.5)  # and -0.3 - 0.25
+    assert [r["shaped_reward"] for r in rows] == pytest.approx(shaped)
+    assert "normalization" not in trainer.last_rollouts[0]
+
+
+def test_record_normalizes_a_batch_of_one_pair():
+    """The smallest batch RLOO allows, one prompt and K = 2, normalised with the sample standard deviation."""
+    trainer = fake_trainer(beta=0.0, normalize_advantages=True)
+    trainer.num_generations = 2
+    trainer.reward_func_names, trainer.reward_weights = ["probe"], torch.tensor([1.0])
+    raw_adv = [0.5 - 0.1, 0.1 - 0.5]
+    trainer._record(
+        {"rewards_per_func": torch.tensor([[0.5], [0.1]]), "prompts": ["p", "p"], "completions": ["a", "b"]},
+        {
+            "completion_mask": torch.ones(2, 3),
+            "advantages": torch.tensor(normalize(raw_adv)),
+            "completion_ids": torch.zeros(2, 3),
+        },
+    )
+    (group,) = trainer.last_rollouts
+    std = (2 * 0.4**2) ** 0.5  # mean 0, n - 1 = 1
+    assert group["normalization"] == {"mean": pytest.approx(0.0), "std": pytest.approx(std), "eps": NORMALIZE_EPS}
+    assert group["parity_error"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_record_gathers_the_texts_of_every_process_in_the_tensors_order(monkeypatch):
+    """Two processes, played by stand-ins for accelerate: each holds one prompt group; the tensors and the texts are
+    gathered, and a row's text stays with its numbers."""
+    import accelerate.utils
+
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda items: list(items) + [f"other {x}" for x in items])
+    trainer = fake_trainer(beta=0.2)
+    trainer.accelerator = SimpleNamespace(num_processes=2, is_main_process=True, gather=lambda t: torch.cat([t, t]))
+    policy, ref, kl, *_ = expected_rows(0.2)
+    trainer._record(  # the local half of the batch; TRL's raw rewards are already gathered
+        {
+            "rewards_per_func": torch.tensor(RAW),
+            "prompts": PROMPTS[:K],
+            "completions": TEXTS[:K],
+            "logps": [policy[:K], ref[:K]],
+        },
+        {"completion_mask": torch.tensor(MASK[:K]), "advantages": torch.zeros(K), "completion_ids": torch.zeros(K, 4)},
+    )
+    first, second = trainer.last_rollouts
+    assert (first["prompt"], second["prompt"]) == ("first prompt", "other first prompt")
+    assert [c["text"] for c in second["completions"]] == [f"other {t}" for t in TEXTS[:K]]
+    assert [c["kl"] for c in second["completions"]] == pytest.approx(kl[:K], abs=1e-5)  # the other process's rows
+    assert [c["num_tokens"] for c in second["completions"]] == [sum(m) for m in MASK[:K]]
+
+
+def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
+    got = {}
+    monkeypatch.setattr(RLOOTrainer, "__init__", lambda self, *args, **kwargs: got.update(args=args, kwargs=kwargs))
+
+    def sink(step, groups):
+        pass
+
+    trainer = CapturingRLOOTrainer("a model", args="its config", rollout_sink=sink)
+    assert got == {"args": ("a model",), "kwargs": {"args": "its config"}}
+    assert trainer.rollout_sink is sink
+    assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
+
+
+def test_record_on_another_process_keeps_the_rows_but_writes_nothing():
+    trainer = fake_trainer()
+    trainer.accelerator = SimpleNamespace(gather=OneProcess.gather, num_processes=1, is_main_process=False)
+    policy, ref, *_, raw_adv = expected_rows(0.2)
+    groups = record(trainer, policy, ref, raw_adv)
+    assert len(groups) == 2 and trainer.sinks == []
+
+
+def test_hooks_capture_what_trl_computes_while_scoring(monkeypatch):
+    """The three hooks around TRL's methods, with TRL's methods replaced by a stand-in that plays their order."""
+    policy, ref, *_, raw_adv = expected_rows(0.2)
+    mask = torch.tensor(MASK)
+
+    def fake_logps(self, model, *args, **kwargs):
+        return (policy if model == "policy" else ref), None, None
+
+    raw = torch.tensor(RAW)
+
+    def fake_rewards(self, inputs, prompts, completions, completion_ids_list):
+        return raw
+
+    def fake_generate(self, inputs):
+        with torch.no_grad():
+            self._get_per_token_logps_and_entropies("policy")
+            self._get_per_token_logps_and_entropies("reference")
+        self._calculate_rewards(inputs, PROMPTS, [[{"content": t}] for t in TEXTS[:-1]] + [TEXTS[-1]], None)
+        return {"completion_mask": mask, "advantages": torch.tensor(raw_adv), "completion_ids": torch.zeros(6, 4)}
+
+    monkeypatch.setattr(RLOOTrainer, "_get_per_token_logps_and_entropies", fake_logps)
+    monkeypatch.setattr(RLOOTrainer, "_calculate_rewards", fake_rewards)
+    monkeypatch.setattr(RLOOTrainer, "_generate_and_score_completions", fake_generate)
+    trainer = fake_trainer(beta=0.2)
+    trainer._capture = None
+    trainer.model = torch.nn.Linear(1, 1).train()
+
+    # outside a scoring pass nothing is captured, and log-probabilities with gradients (the loss's) never are
+    assert trainer._calculate_rewards(None, PROMPTS, TEXTS, None) is raw
+    assert trainer._get_per_token_logps_and_entropies("policy")[0] is policy
+    trainer._capture = {"logps": []}
+    with torch.enable_grad():
+        trainer._get_per_token_logps_and_entropies("policy")
+    assert trainer._capture == {"logps": []}
+    trainer._capture = None
+
+    out = trainer._generate_and_score_completions({})
+    assert out["completion_mask"] is mask
+    assert trainer._capture is None  # cleared after each pass
+    rows = [r for g in trainer.last_rollouts for r in g["completions"]]
+    assert [r["text"] for r in rows] == [str([{"content": t}]) for t in TEXTS[:-1]] + [TEXTS[-1]]
+    assert [r["shaped_reward"] for r in rows] == pytest.approx(expected_rows(0.2)[4], abs=1e-5)
+    assert [g["prompt"] for g in trainer.last_rollouts] == ["first prompt", "second prompt"]
+    assert len(trainer.sinks) == 1
+
+    trainer.model.eval()  # an evaluation pass is scored but not recorded
+    trainer._generate_and_score_completions({})
+    assert len(trainer.sinks) == 1 and trainer._capture is None
+
+    def failing_generate(self, inputs):
+        raise RuntimeError("generation failed")
+
+    monkeypatch.setattr(RLOOTrainer, "_generate_and_score_completions", failing_generate)
+    trainer.model.train()
+    with pytest.raises(RuntimeError, match="generation failed"):
+        trainer._generate_and_score_completions({})
+    assert trainer._capture is None  # a failed pass leaves no capture behind for the next one
+
+
+# --- two real training steps --------------------------------------------------------------------------------------
+
+
+def probe_score(prompt: str, completion: str) -> float:
+    """A number in [0, 1) that changes with any change of the prompt or of the completion."""
+    return int.from_bytes(hashlib.sha1(f"{prompt}\x00{completion}".encode()).digest()[:4], "big") / 2**32
+
+
+def train_two_steps(tmp_path, monkeypatch):
+    """Two real RLOO steps whose first reward function is the probe; returns the trainer, its rollouts by step, and
+    what TRL passed to the probe in each call: (prompts, texts, completion_ids)."""
+    calls = []
+
+    def prompt_completion_probe(prompts, completions, completion_ids=None, **columns):
+        texts = [completion_text(c) for c in completions]
+        calls.append((list(prompts), texts, completion_ids))
+        return [probe_score(p, t) for p, t in zip(prompts, texts, strict=True)]
+
+    monkeypatch.setitem(rewards_module.REWARDS, "prompt_completion_probe", lambda: prompt_completion_probe)
+    config = RunConfig(
+        max_steps=2,
+        prompts_per_step=3,
+        num_generations=3,
+        max_new_tokens=8,
+        beta=0.1,
+        learning_rate=5e-3,
+        rewards=["prompt_completion_probe", "length_penalty"],
+        reward_weights=[1.0, 0.5],
+        output_dir=str(tmp_path),
+    )
+    state = RunState(config)
+    trainer = build_trainer(config, state)
+    assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
+    trainer.train()
+    return trainer, state.rollouts, calls
+
+
+def test_two_real_steps_record_what_trl_scored(tmp_path, monkeypatch):
+    """One test rather than five on a shared fixture, so that the training runs in the test itself: mutmut orders
+    tests by their own duration, and the fast tests above then run first (see scripts/mutation.sh)."""
+    trainer, rollouts, calls = train_two_steps(tmp_path, monkeypatch)
+    check_every_step_and_group_is_recorded(rollouts, calls)
+    check_each_text_rescored_gives_its_recorded_score(rollouts)
+    check_each_group_prompt_is_the_prompt_its_completions_were_scored_with(rollouts, calls)
+    check_texts_are_the_decoded_completion_tokens(trainer, rollouts, calls)
+    check_kl_penalty_is_minus_beta_times_kl(rollouts)
+
+
+def check_every_step_and_group_is_recorded(rollouts, calls):
+    assert sorted(rollouts) == [1, 2] and len(calls) == 2  # one scored batch per step
+    for step, groups in rollouts.items():
+        assert [(g["step"], g["group"], len(g["completions"])) for g in groups] == [(step, i, 3) for i in range(3)]
+        assert len({g["prompt"] for g in groups}) == 3  # distinct prompts, so a shifted prompt would show
+
+
+def check_each_text_rescored_gives_its_recorded_score(rollouts):
+    for groups in rollouts.values():
+        for g in groups:
+            texts = [c["text"] for c in g["completions"]]
+            assert len(set(texts)) > 1  # so a text taken from a sibling row would show
+            for c in g["completions"]:
+                assert c["scores"]["prompt_completion_probe"] == pytest.approx(probe_score(g["prompt"], c["text"]))
+                assert c["scores"]["length_penalty"] == pytest.approx(length_penalty(None, [c["text"]])[0])
+
+
+def check_each_group_prompt_is_the_prompt_its_completions_were_scored_with(rollouts, calls):
+    for (prompts, texts, _), step in zip(calls, sorted(rollouts), strict=True):
+        for g in rollouts[step]:
+            rows = range(g["group"] * 3, g["group"] * 3 + 3)
+            assert {prompts[i] for i in rows} == {g["prompt"]}
+            assert [texts[i] for i in rows] == [c["text"] for c in g["completions"]]
+
+
+def check_texts_are_the_decoded_completion_tokens(trainer, rollouts, calls):
+    tok = trainer.processing_class
+    rows = [c for g in rollouts[2] for c in g["completions"]]
+    ids = trainer.last_completion_ids.tolist()
+    assert [tok.decode(row, skip_special_tokens=True) for row in ids] == [c["text"] for c in rows]
+    _, texts, completion_ids = calls[-1]  # the reward functions were given the same tokens
+    assert [tok.decode(row, skip_special_tokens=True) for row in completion_ids] == texts
+    assert [c["num_tokens"] for c in rows] == [len([t for t in row if t != tok.pad_token_id]) for row in ids]
+
+
+def check_kl_penalty_is_minus_beta_times_kl(rollouts):
+    rows = [c for groups in rollouts.values() for g in groups for c in g["completions"]]
+    assert any(abs(c["kl"]) > 1e-3 for c in rows)  # the policy moved after step 1, so the sign is visible
+    for c in rows:
+        assert c["kl_penalty"] == pytest.approx(-0.1 * c["kl"], abs=1e-7)
+        assert c["shaped_reward"] == pytest.approx(c["weighted_reward"] + c["kl_penalty"], abs=1e-5)
