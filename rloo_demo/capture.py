@@ -23,15 +23,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from trl import RLOOTrainer
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
+from rloo_demo.fast_step import SingleForwardRLOOTrainer
 
 RolloutSink = Callable[[int, list[dict]], None]
 
 
-class CapturingRLOOTrainer(RLOOTrainer):
-    """``RLOOTrainer`` that hands each scored batch, grouped by prompt, to ``rollout_sink(step, groups)``."""
+class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
+    """``RLOOTrainer`` that hands each scored batch, grouped by prompt, to ``rollout_sink(step, groups)``.
+
+    It runs the policy forward once per step (``rloo_demo.fast_step``); the scoring pass still returns detached
+    log-probabilities under ``no_grad``, so what is captured here is unchanged."""
 
     def __init__(self, *args, rollout_sink: RolloutSink | None = None, **kwargs):
         super().__init__(*args, **kwargs)
