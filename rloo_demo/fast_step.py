@@ -57,13 +57,15 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
         self._scoring_calls: int | None = None  # policy/reference calls so far in the batch being scored
         self._kept: tuple | None = None  # (ids with mask, logps with graph, entropies) of the scoring pass
         self.forward_passes_saved = 0
+        self.reuse_policy_forward = True  # False: TRL's two passes (for benchmarks)
 
     @property
     def reuses_policy_forward(self) -> bool:
         """Whether the loss may take the scoring pass's graph: the weights cannot change in between."""
         args = self.args
         return (
-            self.num_iterations == 1
+            self.reuse_policy_forward
+            and self.num_iterations == 1
             and args.steps_per_generation == 1
             and self.accelerator.num_processes == 1
             and not self.aux_loss_enabled
@@ -103,4 +105,21 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
         )
 
 
-__all__ = ["SingleForwardRLOOTrainer", "match_rows"]
+def engine_threads(policy: str) -> int:
+    """Intra-op torch threads for training ``policy``: ``RLOO_TORCH_THREADS`` if set, else 1 for the embedded
+    policy and torch's default for any other.
+
+    The embedded policy's matrices are too small to split well over threads: every one of the thousands of small
+    ops in a step ends in a barrier, and when another process (or the web server) holds one of the two cores, a
+    2-thread step waits at each barrier for a thread that is not running. Measured with
+    ``scripts/bench_engine.py --ablation`` (see its output in the README).
+    """
+    import os
+
+    env = os.environ.get("RLOO_TORCH_THREADS", "").strip()
+    if env:
+        return max(1, int(env))
+    return 1 if policy.strip().startswith("embedded:") else torch.get_num_threads()
+
+
+__all__ = ["SingleForwardRLOOTrainer", "engine_threads", "match_rows"]

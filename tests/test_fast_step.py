@@ -49,6 +49,7 @@ def test_single_forward_step_makes_trls_update(tmp_path):
     plain, plain_logs = _train(RLOOTrainer, tmp_path, optim="sgd")
     fast, fast_logs = _train(SingleForwardRLOOTrainer, tmp_path, optim="sgd")
     assert fast.forward_passes_saved == 3  # one per step
+    assert not fast.model.is_gradient_checkpointing  # the engine's setting, in effect
     for a, b in zip(plain_logs, fast_logs, strict=True):
         assert b == pytest.approx(a, rel=1e-4, abs=1e-6)
     for (name, a), b in zip(plain.model.named_parameters(), fast.model.parameters(), strict=True):
@@ -62,7 +63,7 @@ def test_single_forward_falls_back_with_several_steps_per_generation(tmp_path):
 
 def test_engine_turns_gradient_checkpointing_off_for_the_embedded_policy(tmp_path):
     args = RunConfig().to_rloo_config(tmp_path)
-    assert args.gradient_checkpointing is False
+    assert args.activation_checkpointing is False and args.gradient_checkpointing is False
     from trl import RLOOConfig
 
     trl_default = RLOOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False)
