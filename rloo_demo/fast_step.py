@@ -21,8 +21,12 @@ MoE auxiliary losses; evaluation) falls back to TRL's two passes.
 
 from __future__ import annotations
 
+import os
+
 import torch
 from trl import RLOOTrainer
+
+TORCH_DEFAULT_THREADS = torch.get_num_threads()  # before anything here changes it
 
 _MULTIMODAL_KEYS = (
     "pixel_values",
@@ -114,12 +118,10 @@ def engine_threads(policy: str) -> int:
     2-thread step waits at each barrier for a thread that is not running. Measured with
     ``scripts/bench_engine.py --ablation`` (see its output in the README).
     """
-    import os
-
     env = os.environ.get("RLOO_TORCH_THREADS", "").strip()
     if env:
         return max(1, int(env))
-    return 1 if policy.strip().startswith("embedded:") else torch.get_num_threads()
+    return 1 if policy.strip().startswith("embedded:") else TORCH_DEFAULT_THREADS
 
 
 __all__ = ["SingleForwardRLOOTrainer", "engine_threads", "match_rows"]

@@ -162,14 +162,17 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     """A ``CapturingRLOOTrainer`` wired to the run folder, the metrics channel, stop and the weights lock."""
     import tempfile
 
+    import torch
     from accelerate import PartialState
 
     from rloo_demo.capture import CapturingRLOOTrainer
     from rloo_demo.data import prompt_dataset
+    from rloo_demo.fast_step import engine_threads
     from rloo_demo.rewards import build_reward
 
     run = state.run
     model, tokenizer = load_policy(config.policy)
+    torch.set_num_threads(engine_threads(config.policy))  # 1 for the embedded policy: see rloo_demo.fast_step
     reward_funcs = [build_reward(name) for name in config.rewards]
     dataset = prompt_dataset(
         config.data_source,

@@ -129,17 +129,15 @@ def engine_trainer(config: RunConfig, out: str, reuse_forward: bool = True, chec
     return trainer
 
 
-def time_steps(factory, config: RunConfig, threads: int | None, **kw) -> list[tuple[float, float]]:
-    """Train ``config.max_steps`` steps with a fresh trainer; per-step (wall, CPU) seconds after the warm-up."""
-    before = torch.get_num_threads()
+def time_steps(factory, config: RunConfig, threads: int, **kw) -> list[tuple[float, float]]:
+    """Train ``config.max_steps`` steps with a fresh trainer and ``threads`` torch threads; per-step (wall, CPU)
+    seconds after the warm-up."""
     with tempfile.TemporaryDirectory() as out:
         trainer = factory(config, out, **kw)
-        if threads:
-            torch.set_num_threads(threads)
+        torch.set_num_threads(threads)  # after the factory: the engine's build_trainer sets its own
         clock = StepClock()
         trainer.add_callback(clock)
         trainer.train()
-    torch.set_num_threads(before)
     return clock.steps[WARMUP_STEPS:]
 
 
@@ -212,15 +210,16 @@ def main(argv: list[str]) -> int:
     config.validate()
     figures: dict = {"machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"}
 
-    from rloo_demo.fast_step import engine_threads
+    from rloo_demo.fast_step import TORCH_DEFAULT_THREADS, engine_threads
 
     threads = engine_threads(config.policy)
+    default_threads = TORCH_DEFAULT_THREADS
     if not own.no_step_compare:
         print(f"step time on {config.policy}: TRL's RLOOTrainer (default RLOOConfig) vs the engine", flush=True)
         variants = {
-            f"TRL RLOOTrainer, default RLOOConfig ({torch.get_num_threads()} threads, torch default)": (
+            f"TRL RLOOTrainer, default RLOOConfig ({default_threads} threads, torch default)": (
                 trl_default_trainer,
-                None,
+                default_threads,
                 {},
             ),
             f"engine ({threads} thread{'s' if threads > 1 else ''})": (engine_trainer, threads, {}),
@@ -231,7 +230,7 @@ def main(argv: list[str]) -> int:
                     f"TRL RLOOTrainer, default RLOOConfig ({threads} threads)": (trl_default_trainer, threads, {}),
                     "engine + gradient checkpointing": (engine_trainer, threads, {"checkpointing": True}),
                     "engine + TRL's second policy forward": (engine_trainer, threads, {"reuse_forward": False}),
-                    f"engine ({torch.get_num_threads()} threads, torch default)": (engine_trainer, None, {}),
+                    f"engine ({default_threads} threads, torch default)": (engine_trainer, default_threads, {}),
                 }
             )
         steps = compare_steps(config, variants, own.bench_steps, own.rounds)
