@@ -11,10 +11,17 @@ Two figures, each printed for the policy, the baseline and real text:
   ignoring case. Prompts are the first 6 words of held-out Rotten Tomatoes sentences; one continuation each, 24
   new tokens, T = 1, top-p 1, seed = prompt index. "Real text" is the rest of the same sentences. The word list
   is installed by ``scripts/test.sh`` (``apt-get install wamerican``); this script installs nothing.
+  Two samplers: the whole distribution (what RLOO trains on and the app shows), and ``model.generate``'s
+  default, which quietly adds ``top_k = 50``. Issue 11's 0.950 for the old policy is the second; the first,
+  for the same policy and prompts, is 0.863.
 - **per-word perplexity**: exp(total NLL / words) over held-out IMDB reviews, with words counted by whitespace,
   so that policies with different tokenizers compare fairly. Each review is scored from an EOS token on, in
   windows of the model's context with half-context overlap, so every token after the first window sees at least
-  half a context of history. Per-token perplexity is printed too, but it depends on the tokenizer.
+  half a context of history. Per-token perplexity is printed too, but it depends on the tokenizer. (Issue 11's
+  1,540 per word left each review's first token unscored; scoring it from EOS, as here, gives 1,833 for the
+  same policy.)
+- **classifier confidence**: the embedded sentiment classifier's mean probability for its label on the samples,
+  to see whether the reward model is less sure of the new policy's text.
 
 Held-out means ``rloo_demo.data.is_heldout``: never used for pretraining, RLOO prompts or the reward model.
 """
@@ -77,11 +84,35 @@ def rt_prompts(n: int, prompt_words: int = 6) -> tuple[list[str], list[str]]:
     return prompts, rest
 
 
-def continuations(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 24, seed: int = 0) -> list[str]:
-    """One sampled continuation per prompt (T = 1, top-p 1), prompt i with seed ``seed + i``."""
-    return [
-        sample(model, tokenizer, p, 1, max_new_tokens, 1.0, 1.0, seed + i)[0]["text"] for i, p in enumerate(prompts)
-    ]
+def continuations(
+    model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 24, seed: int = 0, top_k: int = 0
+) -> list[str]:
+    """One sampled continuation per prompt (T = 1, top-p 1), prompt i with seed ``seed + i``.
+
+    ``top_k = 0`` samples from the whole distribution, as RLOO training and the app do (``rloo_demo.sampling``).
+    ``top_k > 0`` goes through ``model.generate``, whose default ``top_k`` is 50 when none is given."""
+    if not top_k:
+        return [
+            sample(model, tokenizer, p, 1, max_new_tokens, 1.0, 1.0, seed + i)[0]["text"] for i, p in enumerate(prompts)
+        ]
+    out = []
+    for i, p in enumerate(prompts):
+        torch.manual_seed(seed + i)
+        enc = tokenizer(p, return_tensors="pt")
+        with torch.no_grad():
+            ids = model.generate(
+                **enc, do_sample=True, top_k=top_k, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id
+            )
+        out.append(tokenizer.decode(ids[0, enc.input_ids.size(1) :], skip_special_tokens=True))
+    return out
+
+
+def classifier_confidence(texts: Sequence[str]) -> float:
+    """Mean probability the embedded sentiment classifier gives its chosen label (0.5: no idea, 1: certain)."""
+    from rloo_demo.rewards import sentiment_pipeline
+
+    results = sentiment_pipeline()(list(texts), truncation=True, max_length=256, batch_size=64)
+    return sum(r["score"] for r in results) / len(results)
 
 
 @torch.no_grad()
@@ -138,6 +169,7 @@ def measure(folder: str, prompts: Sequence[str], reviews: Sequence[str], words: 
     model, tok = load_policy(folder)
     samples = continuations(model, tok, prompts, max_new_tokens)
     rate, n = real_word_rate(samples, words)
+    rate_top50, _ = real_word_rate(continuations(model, tok, prompts, max_new_tokens, top_k=50), words)
     nll, n_tokens, n_words = heldout_nll(model, tok, reviews)
     c = model.config
     return {
@@ -147,7 +179,9 @@ def measure(folder: str, prompts: Sequence[str], reviews: Sequence[str], words: 
         "vocab": c.vocab_size,
         "parameters": sum(p.numel() for p in model.parameters()),
         "real_word_rate": round(rate, 4),
+        "real_word_rate_top_k_50": round(rate_top50, 4),
         "alphabetic_words": n,
+        "classifier_confidence": round(classifier_confidence(samples), 4),
         "perplexity_per_word": round(math.exp(nll / n_words), 1),
         "perplexity_per_token": round(math.exp(nll / n_tokens), 1),
         "tokens_per_word": round(n_tokens / n_words, 3),
@@ -182,16 +216,25 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(prompts)} held-out RT prompts x 1 sample x {args.max_new_tokens} tokens; {len(reviews)} held-out reviews"
     )
-    print(f"{'':10} {'shape':>16} {'params':>7} {'real-word rate':>15} {'ppl/word':>9} {'ppl/token':>10}")
+    print(
+        f"{'':10} {'shape':>14} {'params':>7} {'real-word rate':>15} {'(top-k 50)':>11} {'ppl/word':>9} "
+        f"{'ppl/token':>10} {'clf. conf.':>10}"
+    )
     for label in ("policy", "baseline"):
         if label in results:
             r = results[label]
             shape = f"{r['layers']}L d{r['d_model']} v{r['vocab']}"
             print(
-                f"{label:10} {shape:>16} {r['parameters'] / 1e6:6.2f}M {r['real_word_rate']:>15.3f} "
-                f"{r['perplexity_per_word']:>9.0f} {r['perplexity_per_token']:>10.1f}   ({r['spec']})"
+                f"{label:10} {shape:>14} {r['parameters'] / 1e6:6.2f}M {r['real_word_rate']:>15.3f} "
+                f"{r['real_word_rate_top_k_50']:>11.3f} {r['perplexity_per_word']:>9.0f} "
+                f"{r['perplexity_per_token']:>10.1f} {r['classifier_confidence']:>10.3f}   ({r['spec']})"
             )
-    print(f"{'real text':10} {'':>16} {'':>7} {real_rate:>15.3f}   (the rest of the same RT sentences)")
+    print(f"{'real text':10} {'':>14} {'':>7} {real_rate:>15.3f}   (the rest of the same RT sentences)")
+    print(
+        "real-word rate: T = 1 over the whole distribution, as in training and the app; (top-k 50): the same through "
+        "model.generate's default top_k = 50.\nclf. conf.: the embedded sentiment classifier's mean probability for "
+        "its label on the samples."
+    )
     for label in ("policy", "baseline"):
         for p, s in zip(prompts, results.get(label, {}).get("samples", []), strict=False):
             print(f"  {label:8} | {p} | {s}")
