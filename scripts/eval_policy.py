@@ -116,10 +116,11 @@ def classifier_confidence(texts: Sequence[str]) -> float:
 
 
 @torch.no_grad()
-def heldout_nll(model, tokenizer, texts: Sequence[str]) -> tuple[float, int, int]:
-    """``(total NLL in nats, scored tokens, whitespace words)`` over ``texts`` (see the module docstring)."""
+def heldout_nll(model, tokenizer, texts: Sequence[str], context: int | None = None) -> tuple[float, int, int]:
+    """``(total NLL in nats, scored tokens, whitespace words)`` over ``texts`` (see the module docstring), in
+    windows of ``context`` tokens (default: the model's ``n_positions``)."""
     model.eval()
-    ctx = min(getattr(model.config, "n_positions", 1024), 1024)
+    ctx = min(context or getattr(model.config, "n_positions", 1024), 1024)
     stride = ctx // 2
     eos = tokenizer.eos_token_id
     total, n_tokens, n_words = 0.0, 0, 0
@@ -163,14 +164,16 @@ def resolve(spec: str, tmp: Path) -> str | None:
     return resolve_model(spec)
 
 
-def measure(folder: str, prompts: Sequence[str], reviews: Sequence[str], words: set[str], max_new_tokens: int) -> dict:
+def measure(
+    folder: str, prompts: Sequence[str], reviews: Sequence[str], words: set[str], max_new_tokens: int, context: int
+) -> dict:
     from rloo_demo.training import load_policy
 
     model, tok = load_policy(folder)
     samples = continuations(model, tok, prompts, max_new_tokens)
     rate, n = real_word_rate(samples, words)
     rate_top50, _ = real_word_rate(continuations(model, tok, prompts, max_new_tokens, top_k=50), words)
-    nll, n_tokens, n_words = heldout_nll(model, tok, reviews)
+    nll, n_tokens, n_words = heldout_nll(model, tok, reviews, context)
     c = model.config
     return {
         "policy": folder,
@@ -197,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--num-prompts", type=int, default=128, help="held-out Rotten Tomatoes prompts (one sample each)")
     ap.add_argument("--num-reviews", type=int, default=300, help="held-out IMDB reviews for the perplexity")
+    ap.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        help="perplexity window in tokens (default: each model's n_positions; the old policy was trained on 128)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=24, help="tokens per sampled continuation")
     ap.add_argument("--words", default=WORDS_FILE, help="word list, one word per line")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
@@ -211,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         for label, spec in (("policy", args.policy), ("baseline", args.baseline)):
             folder = resolve(spec, Path(tmp))
             if folder is not None:
-                results[label] = {"spec": spec, **measure(folder, prompts, reviews, words, args.max_new_tokens)}
+                results[label] = {
+                    "spec": spec,
+                    **measure(folder, prompts, reviews, words, args.max_new_tokens, args.context),
+                }
 
     print(
         f"{len(prompts)} held-out RT prompts x 1 sample x {args.max_new_tokens} tokens; {len(reviews)} held-out reviews"
