@@ -272,7 +272,7 @@ def main(argv: list[str]) -> int:
             f"{new['step_time_sum']:.1f} s of step time"
         )
 
-    from eval_policy import load_word_list, real_word_rate
+    from eval_policy import continuations, load_word_list, real_word_rate, rt_prompts
 
     from rloo_demo.runs import open_run
 
@@ -283,8 +283,6 @@ def main(argv: list[str]) -> int:
     result = evaluate(base, trained, tok, config, heldout_prompts(config, 64), samples_per_prompt=2, seed=0)
     figures["eval_seconds"] = round(time.time() - t1, 1)
     run.write_evaluation(result)
-    words = load_word_list()
-    texts = result.get("trained_texts") or [s["trained"] for s in result["samples"]]
     figures.update(
         {
             "base_mean_reward": round(result["base_mean_reward"], 4),
@@ -293,11 +291,25 @@ def main(argv: list[str]) -> int:
             "difference_ci95": [round(x, 4) for x in result["difference_ci95"]],
             "per_function": result["per_function"],
             "kl_trained_vs_base_nats": round(result["kl_trained_vs_base"], 3),
-            "trained_real_word_rate": round(real_word_rate(texts, words)[0], 4),
-            "base_real_word_rate": round(
-                real_word_rate(result.get("base_texts") or [s["base"] for s in result["samples"]], words)[0], 4
-            ),
         }
+    )
+    # Readability, measured as scripts/eval_policy.py does: 128 held-out RT prompts, T = 1 (what the app shows)
+    # and through generate's default top-k 50.
+    words = load_word_list()
+    prompts, _ = rt_prompts(128)
+    for label, model in (("base", base), ("trained", trained)):
+        for top_k in (0, 50):
+            rate = real_word_rate(continuations(model, tok, prompts, config.max_new_tokens, top_k=top_k), words)[0]
+            figures[f"{label}_real_word_rate" + ("_top_k_50" if top_k else "")] = round(rate, 4)
+    print(
+        f"real-word rate (T = 1 / top-k 50): base {figures['base_real_word_rate']:.3f} / "
+        f"{figures['base_real_word_rate_top_k_50']:.3f}, trained {figures['trained_real_word_rate']:.3f} / "
+        f"{figures['trained_real_word_rate_top_k_50']:.3f} (target: trained >= 0.95)"
+    )
+    lo = result["difference_ci95"][0]
+    print(
+        f"held-out gain {result['difference']:+.3f}, 95% CI [{lo:+.3f}, {result['difference_ci95'][1]:+.3f}] "
+        f"(target >= 0.4 with the interval above 0: {'met' if result['difference'] >= 0.4 and lo > 0 else 'missed'})"
     )
     (run.path / "bench.json").write_text(json.dumps(figures, indent=2) + "\n")
     print(format_report(result))
