@@ -66,10 +66,11 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
     @property
     def reuses_policy_forward(self) -> bool:
         """Whether the loss may take the scoring pass's graph: the weights cannot change in between."""
+        if not self.reuse_policy_forward:
+            return False
         args = self.args
         return (
-            self.reuse_policy_forward
-            and self.num_iterations == 1
+            self.num_iterations == 1
             and args.steps_per_generation == 1
             and self.accelerator.num_processes == 1
             and not self.aux_loss_enabled
