@@ -31,11 +31,13 @@ handed to ``rollout_sink`` at the end of the step, not when they are generated.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
 import torch
 from transformers import TrainerCallback
+from trl import RLOOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
@@ -255,8 +257,12 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
         attention_mask = torch.cat([b["prompt_mask"], b["completion_mask"]], dim=1)
         # The same call TRL scores pi_old with, so before and after are computed alike (autocast, temperature).
         # No lock needed: this thread is the only one that changes the weights, and it is not changing them now.
+        # TRL's method without its profiling wrapper: that wrapper logs to trackio at the step just finished, which
+        # pushed trackio's own step counter one ahead of the run's steps.
+        score = getattr(RLOOTrainer._get_per_token_logps_and_entropies, "__wrapped__", None)
+        score = functools.partial(score, self) if score else self._get_per_token_logps_and_entropies
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            after, _, _ = self._get_per_token_logps_and_entropies(
+            after, _, _ = score(
                 self.model,
                 input_ids,
                 attention_mask,

@@ -8,8 +8,8 @@ import torch
 from trl import RLOOTrainer
 
 from rloo_demo.config import RunConfig
-from rloo_demo.data import prompt_dataset
 from rloo_demo.fast_step import SingleForwardRLOOTrainer, match_rows
+from rloo_demo.prompts import run_prompts
 from rloo_demo.rewards import build_reward
 from rloo_demo.training import load_policy
 
@@ -32,7 +32,7 @@ def _train(trainer_cls, tmp_path, steps=3, **overrides):
         model=model,
         args=args,
         reward_funcs=[build_reward(n) for n in config.rewards],
-        train_dataset=prompt_dataset(config.data_source, "train", config.prompt_template, config.prompt_words),
+        train_dataset=run_prompts(config, "train"),
         processing_class=tok,
     )
     trainer.train()

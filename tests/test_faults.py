@@ -124,11 +124,11 @@ def test_disk_full_mid_run_fails_clearly_and_the_next_start_is_refused(tmp_path,
     calls = {"n": 0}
     real_append = RunFolder._append
 
-    def append(self, filename, records):
+    def append(self, filename, records, **kwargs):
         calls["n"] += 1
         if calls["n"] > 3:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_append(self, filename, records)
+        return real_append(self, filename, records, **kwargs)
 
     def set_status(self, status, error=None, **extra):
         if status == "failed":
