@@ -9,6 +9,7 @@ import shlex
 from dataclasses import fields
 
 from rloo_demo.config import RunConfig
+from rloo_demo.i18n import t
 from rloo_demo.prompts import prompt_text
 
 POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
@@ -41,22 +42,24 @@ def text(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def estimate_text(config: RunConfig, step_seconds: float, budget: float | None) -> str:
+def estimate_text(config: RunConfig, step_seconds: float, budget: float | None, locale: str = "en") -> str:
     """'About 45 s: 150 steps × 0.26 s' before Start, and where this server's compute budget would stop it."""
     total = LOAD_SECONDS + config.max_steps * step_seconds
-    line = (
-        f"Estimated time: about **{_duration(total)}** ({config.max_steps} steps × {step_seconds:.2f} s for "
-        f"{config.completions_per_step} completions of up to {config.max_new_tokens} tokens)"
+    line = t(
+        locale,
+        "estimate.line",
+        total=_duration(total),
+        steps=config.max_steps,
+        seconds=f"{step_seconds:.2f}",
+        completions=config.completions_per_step,
+        tokens=config.max_new_tokens,
     )
     if budget is not None:
         if total > budget:
             steps = max(0, int((budget - LOAD_SECONDS) / step_seconds))
-            line += (
-                f". **This server stops runs after {_duration(budget)}**: this one would stop near step {steps} "
-                "and keep its model."
-            )
+            line += t(locale, "estimate.over_budget", budget=_duration(budget), steps=steps)
         else:
-            line += f"; this server's limit is {_duration(budget)} a run."
+            line += t(locale, "estimate.budget", budget=_duration(budget))
     return line
 
 
@@ -67,38 +70,54 @@ def status_line(
     elapsed: float | None,
     name: str = "",
     reason: str | None = None,
+    locale: str = "en",
 ) -> str:
-    """'step x / N · elapsed · ETA · steps/s' for a run."""
+    """'step x / N · elapsed · ETA · steps/s' for a run (a run's stop reason stays as the engine wrote it)."""
     step = records[-1].get("step", 0) if records else 0
     # Rate over training time only (from the first logged step), so model loading does not inflate the ETA.
     trained_for = records[-1].get("time") if records else None
     rate = step / trained_for if trained_for and step else None
     eta = (max_steps - step) / rate if rate and status == "running" else None
-    parts = [f"**{text(status)}**", f"step {step} / {max_steps}", f"elapsed {_duration(elapsed)}"]
+    parts = [
+        f"**{status_word(status, locale)}**",
+        t(locale, "status.step", step=step, max_steps=max_steps),
+        t(locale, "status.elapsed", elapsed=_duration(elapsed)),
+    ]
     if status == "running":
-        parts.append(f"ETA {_duration(eta)}")
-    parts.append(f"{rate:.2f} steps/s" if rate else "– steps/s")
+        parts.append(t(locale, "status.eta", eta=_duration(eta)))
+    parts.append(t(locale, "status.rate", rate=f"{rate:.2f}" if rate else "–"))
     if records and isinstance(records[-1].get("reward"), int | float):
-        parts.append(f"reward {records[-1]['reward']:+.3f}")
+        parts.append(t(locale, "status.reward", reward=f"{records[-1]['reward']:+.3f}"))
     if name:
-        parts.append(f"run <code>{text(name)}</code>")
+        parts.append(t(locale, "status.run", name=f"<code>{text(name)}</code>"))
     line = " · ".join(parts)
     if reason and status == "stopped":
-        line += f"<br>stopped because {text(reason)}"
+        line += "<br>" + t(locale, "status.stopped_because", reason=text(reason))
     return line
 
 
-def group_label(group: dict) -> str:
+def status_word(status, locale: str = "en") -> str:
+    """A run's status ('running', 'finished', ...) in ``locale``; an unknown one as it is, made inert."""
+    key = f"status.{status}"
+    return (
+        t(locale, key)
+        if isinstance(status, str) and status in ("running", "finished", "stopped", "failed")
+        else text(status)
+    )
+
+
+def group_label(group: dict, locale: str = "en") -> str:
     """The dropdown label of a prompt group."""
-    return f"Prompt {group['group'] + 1}: {prompt_text(group['prompt'])[:40]}"
+    return f"{t(locale, 'groups.prompt', n=group['group'] + 1)}: {prompt_text(group['prompt'])[:40]}"
 
 
-def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], list[list]]:
+def group_rows(group: dict, text_chars: int | None = None, locale: str = "en") -> tuple[list[str], list[list]]:
     """Headers and rows of one prompt group: completion, raw scores, -beta*KL, shaped reward, baseline, advantage.
 
     ``text_chars`` shortens the completion text (for the narrow side table)."""
     names = list(group["weights"])
-    headers = ["#", "completion", *names, "−β·KL", "shaped reward", "LOO baseline", "advantage"]
+    headers = ["#", t(locale, "col.completion"), *names, "−β·KL"]
+    headers += [t(locale, f"col.{key}") for key in ("shaped_reward", "baseline", "advantage")]
     rows = []
     for i, c in enumerate(group["completions"], 1):
         rows.append(
@@ -115,28 +134,29 @@ def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], l
     return headers, rows
 
 
-def groups_html(groups: list[dict]) -> str:
+def groups_html(groups: list[dict], locale: str = "en") -> str:
     """Every prompt group of a step as a table, rows coloured by the sign of their advantage."""
     if not groups:
-        return "<p class='rloo-empty'>No rollouts yet. Start a run, or pick a run that has steps.</p>"
+        return f"<p class='rloo-empty'>{t(locale, 'groups.empty')}</p>"
     out = []
+    empty = f"<i>{t(locale, 'common.empty')}</i>"
     for g in groups:
-        headers, rows = group_rows(g)
+        headers, rows = group_rows(g, locale=locale)
         head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
         body = []
         for row, c in zip(rows, g["completions"], strict=True):
-            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or '<i>(empty)</i>'}</td>"]
+            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or empty}</td>"]
             cells += [f"<td>{v:+.3f}</td>" for v in row[2:]]
             body.append(f"<tr class='{_sign_class(c['advantage'])}'>{''.join(cells)}</tr>")
         out.append(
-            f"<div class='rloo-group'><div class='rloo-prompt'>Prompt {g['group'] + 1}: "
+            f"<div class='rloo-group'><div class='rloo-prompt'>{t(locale, 'groups.prompt', n=g['group'] + 1)}: "
             f"<b>{html.escape(prompt_text(g['prompt']))}</b>…</div>"
             f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
     return "".join(out)
 
 
-def arithmetic_markdown(group: dict, index: int) -> str:
+def arithmetic_markdown(group: dict, index: int, locale: str = "en") -> str:
     """The arithmetic behind one completion's advantage, with the real numbers of the run."""
     comps = group["completions"]
     k = len(comps)
@@ -145,54 +165,82 @@ def arithmetic_markdown(group: dict, index: int) -> str:
     beta = group["beta"]
     score_terms = " + ".join(f"{w:g}·{c['scores'][n]:+.3f} ({n})" for n, w in group["weights"].items())
     lines = [
-        f"**Completion #{index + 1}** of prompt {group['group'] + 1} (step {group['step']}):",
-        f"> {html.escape(c['text']) or '(empty)'}",
+        t(locale, "arith.head", index=index + 1, group=group["group"] + 1, step=group["step"]),
+        f"> {html.escape(c['text']) or t(locale, 'common.empty')}",
         "",
-        f"1. weighted reward = {score_terms} = **{c['weighted_reward']:+.4f}**",
-        f"2. shaped reward = weighted reward − β·KL = {c['weighted_reward']:+.4f} − {beta:g}·{c['kl']:.4f} "
-        f"= **{c['shaped_reward']:+.4f}**  (KL = Σ over its {c['num_tokens']} tokens of log π − log π_ref)",
-        (
-            "3. baseline = **0**: this run trains plain REINFORCE (no baseline)"
-            if group.get("baseline_kind") == "none"
-            else f"3. baseline = mean of the other {k - 1} shaped rewards = ("
-            + " + ".join(f"({r:+.4f})" for _, r in others)
-            + f") / {k - 1} = **{c['baseline']:+.4f}**"
+        t(locale, "arith.weighted", terms=score_terms, value=f"{c['weighted_reward']:+.4f}"),
+        t(
+            locale,
+            "arith.shaped",
+            weighted=f"{c['weighted_reward']:+.4f}",
+            beta=f"{beta:g}",
+            kl=f"{c['kl']:.4f}",
+            shaped=f"{c['shaped_reward']:+.4f}",
+            tokens=c["num_tokens"],
         ),
-        f"4. advantage = shaped reward − baseline = {c['shaped_reward']:+.4f} − ({c['baseline']:+.4f}) "
-        f"= **{c['raw_advantage']:+.4f}**",
+        (
+            t(locale, "arith.no_baseline")
+            if group.get("baseline_kind") == "none"
+            else t(
+                locale,
+                "arith.baseline",
+                others=k - 1,
+                terms=" + ".join(f"({r:+.4f})" for _, r in others),
+                baseline=f"{c['baseline']:+.4f}",
+            )
+        ),
+        t(
+            locale,
+            "arith.advantage",
+            shaped=f"{c['shaped_reward']:+.4f}",
+            baseline=f"{c['baseline']:+.4f}",
+            advantage=f"{c['raw_advantage']:+.4f}",
+        ),
     ]
     if group.get("normalize_advantages") and "normalization" in group:
         n = group["normalization"]
         lines.append(
-            f"5. normalised over the batch: ({c['raw_advantage']:+.4f} − {n['mean']:+.4f}) / ({n['std']:.4f} + "
-            f"{n['eps']:g}) = **{c['advantage']:+.4f}**"
+            t(
+                locale,
+                "arith.normalized",
+                raw=f"{c['raw_advantage']:+.4f}",
+                mean=f"{n['mean']:+.4f}",
+                std=f"{n['std']:.4f}",
+                eps=f"{n['eps']:g}",
+                advantage=f"{c['advantage']:+.4f}",
+            )
         )
-    verdict = "pushed **up**" if c["advantage"] > 0 else "pushed **down**" if c["advantage"] < 0 else "left alone"
-    lines += ["", f"The whole completion's log-probability is {verdict} in proportion to {c['advantage']:+.4f}."]
-    kl_line = kl_estimators_markdown(c, beta)
+    verdict = t(locale, "arith.up" if c["advantage"] > 0 else "arith.down" if c["advantage"] < 0 else "arith.alone")
+    lines += ["", t(locale, "arith.verdict", verdict=verdict, advantage=f"{c['advantage']:+.4f}")]
+    kl_line = kl_estimators_markdown(c, beta, locale)
     if kl_line:
         lines += ["", kl_line]
     return "\n".join(lines)
 
 
-def compare_table(samples: list[dict]) -> tuple[list[str], list[list]]:
+def compare_table(samples: list[dict], locale: str = "en") -> tuple[list[str], list[list]]:
     """Headers and rows of one side of Compare: scores first (the completion is the wide column and would push
     them out of view), then the completion."""
     names = list(samples[0]["scores"]) if samples else []
     rows = [[round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names], s["text"]] for s in samples]
-    return ["reward", *names, "completion"], rows
+    return [t(locale, "col.reward"), *names, t(locale, "col.completion")], rows
 
 
-def compare_summary(result: dict) -> str:
-    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning."""
+def compare_summary(result: dict, locale: str = "en") -> str:
+    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning (the
+    warning comes from the engine, in English)."""
     mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
-    line = (
-        f"Mean reward ({text(' + '.join(result['trained_on']))}): base **{mean['base']:+.3f}**, "
-        f"trained **{mean['trained']:+.3f}** · same seed {result['seed']} for both"
+    line = t(
+        locale,
+        "compare.summary",
+        rewards=text(" + ".join(result["trained_on"])),
+        base=f"{mean['base']:+.3f}",
+        trained=f"{mean['trained']:+.3f}",
+        seed=text(result["seed"]),
     )
     judges = result.get("judges")
     if isinstance(judges, dict) and "base" in judges and "trained" in judges:
-        line += "<br>" + judges_line(judges)
+        line += "<br>" + judges_line(judges, locale)
     if result.get("collapse_warning"):
         line += f"<br>**{text(result['collapse_warning'])}**"
     return line
@@ -202,18 +250,22 @@ def _judge(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
 
 
-def judges_line(judges: dict) -> str:
+def judges_line(judges: dict, locale: str = "en") -> str:
     """'distinct-2 0.91 → 0.12 · repetition ... · base perplexity ...' (base → trained)."""
-    b, t = judges.get("base") or {}, judges.get("trained") or {}
-    return (
-        f"Judges of the text (base → trained): distinct-2 {_judge(b.get('distinct_2'), '.2f')} → "
-        f"{_judge(t.get('distinct_2'), '.2f')} · repetition {_judge(b.get('repetition'), '.2f')} → "
-        f"{_judge(t.get('repetition'), '.2f')} · base model's perplexity {_judge(b.get('base_perplexity'), '.0f')} → "
-        f"{_judge(t.get('base_perplexity'), '.0f')}"
+    b, tr = judges.get("base") or {}, judges.get("trained") or {}
+    return t(
+        locale,
+        "compare.judges",
+        d_base=_judge(b.get("distinct_2"), ".2f"),
+        d_trained=_judge(tr.get("distinct_2"), ".2f"),
+        r_base=_judge(b.get("repetition"), ".2f"),
+        r_trained=_judge(tr.get("repetition"), ".2f"),
+        p_base=_judge(b.get("base_perplexity"), ".0f"),
+        p_trained=_judge(tr.get("base_perplexity"), ".0f"),
     )
 
 
-def run_rows(summaries: list[dict]) -> list[list]:
+def run_rows(summaries: list[dict], locale: str = "en") -> list[list]:
     """Rows for the run history table."""
     rows = []
     for s in summaries:
@@ -221,19 +273,24 @@ def run_rows(summaries: list[dict]) -> list[list]:
         rows.append(
             [
                 s["name"],
-                s["status"],
+                status_word(s["status"], locale) if locale != "en" else s["status"],
                 f"{s['steps']}/{s.get('max_steps') or '?'}",
                 None if first is None else round(first, 3),
                 None if last is None else round(last, 3),
                 None if s.get("kl_last") is None else round(s["kl_last"], 4),
-                "yes" if s["has_model"] else "no",
+                t(locale, "common.yes" if s["has_model"] else "common.no"),
                 (s.get("error") or "")[:120],
             ]
         )
     return rows
 
 
-RUN_HEADERS = ["run", "status", "steps", "first reward", "last reward", "last KL", "model", "error"]
+RUN_COLUMNS = ("run", "status", "steps", "first", "last", "kl", "model", "error")
+RUN_HEADERS = [t("en", f"runs.col_{c}") for c in RUN_COLUMNS]
+
+
+def run_headers(locale: str = "en") -> list[str]:
+    return [t(locale, f"runs.col_{c}") for c in RUN_COLUMNS]
 
 
 def cli_command(config: RunConfig) -> str:
@@ -319,14 +376,18 @@ def whatif_markdown(groups: list[dict], index: int) -> str:
     return "\n".join(lines)
 
 
-def kl_estimators_markdown(c: dict, beta: float) -> str:
+def kl_estimators_markdown(c: dict, beta: float, locale: str = "en") -> str:
     """One completion's three KL estimators and which one shaped its reward."""
     if "kl_k2" not in c:
         return ""
-    return (
-        f"KL estimators over its {c['num_tokens']} tokens: k1 = Σ(log π − log π_ref) = {c['kl']:+.4f} · "
-        f"k2 = Σ½(log π − log π_ref)² = {c['kl_k2']:.4f} · k3 = Σ(π_ref/π − 1 − log(π_ref/π)) = {c['kl_k3']:.4f} "
-        f"(k2, k3 ≥ 0). **k1 shaped the reward** (−β·k1 = {-beta * c['kl']:+.4f}); GRPO puts k3 in its loss."
+    return t(
+        locale,
+        "arith.kl_estimators",
+        tokens=c["num_tokens"],
+        k1=f"{c['kl']:+.4f}",
+        k2=f"{c['kl_k2']:.4f}",
+        k3=f"{c['kl_k3']:.4f}",
+        penalty=f"{-beta * c['kl']:+.4f}",
     )
 
 
@@ -352,7 +413,7 @@ def prechecks_markdown(warnings: list[str]) -> str:
     return "".join(f"<br>⚠ {text(w)}" for w in warnings)
 
 
-def meter_estimate_text(config: RunConfig, step_seconds: float) -> str:
+def meter_estimate_text(config: RunConfig, step_seconds: float, locale: str = "en") -> str:
     """What the gradient-variance meter adds to a run's time, from its measured cost in training steps."""
     from rloo_demo.variance import METER_COST_STEPS, measurements
 
@@ -361,9 +422,8 @@ def meter_estimate_text(config: RunConfig, step_seconds: float) -> str:
     n = measurements(config.max_steps, config.variance_every)
     extra = n * METER_COST_STEPS * step_seconds
     share = extra / max(config.max_steps * step_seconds, 1e-9)
-    return (
-        f"<br>Gradient-variance meter: {n} measurement(s), about +{_duration(extra)} (+{share:.0%} of the training "
-        f"time; each costs about {METER_COST_STEPS:g} steps)"
+    return "<br>" + t(
+        locale, "estimate.meter", n=n, extra=_duration(extra), share=f"{share:.0%}", cost=f"{METER_COST_STEPS:g}"
     )
 
 
@@ -433,8 +493,8 @@ def token_rows(completion: dict) -> tuple[list[str], list[list[str]]]:
     columns += [tokens.token_kl(completion, "k1"), tokens.token_kl(completion, "k3"), tokens.entropy(completion)]
     headers = ["#", "token", "log π before", "log π after", "Δ log π", "log π_ref", "KL k1", "KL k3", "entropy"]
     rows = []
-    for t, piece in enumerate(completion["token_texts"]):
-        rows.append([str(t + 1), _visible(piece), *[_f4(col[t]) for col in columns]])
+    for pos, piece in enumerate(completion["token_texts"]):
+        rows.append([str(pos + 1), _visible(piece), *[_f4(col[pos]) for col in columns]])
     return headers, rows
 
 
@@ -451,8 +511,8 @@ def token_spans_html(group: dict, index: int, measure: str = "delta") -> str:
     scale = _scale(values)
     headers, rows = token_rows(c)
     spans = []
-    for t, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
-        hover = f"token {t + 1}: " + " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[t][2:], strict=True))
+    for pos, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
+        hover = f"token {pos + 1}: " + " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[pos][2:], strict=True))
         spans.append(
             f"<span class='rloo-tok' style='background:{token_colour(v, measure, scale)}' "
             f"title='{_token_text(str(piece))!s} | {hover}'>{_token_text(piece) or '∅'}</span>"
@@ -555,23 +615,22 @@ def token_note_markdown(group: dict, index: int, measure: str = "delta") -> str:
     )
 
 
-def kl_heatmap_note(groups: list[dict]) -> str:
+def kl_heatmap_note(groups: list[dict], locale: str = "en") -> str:
     """'What am I looking at?' for the batch heatmap, with where this step's KL lives."""
     from rloo_demo import tokens
 
     _, rows = tokens.kl_matrix(groups)
     where = tokens.kl_location(rows)
     if where is None:
-        return (
-            "No per-token KL in this step: the run had β = 0 (no reference), did not record tokens, or the policy "
-            "has not moved from the reference yet."
-        )
-    return (
-        f"One row per completion of the step, one column per token: k1 = log π − log π_ref. Of this step's Σ|k1| "
-        f"over {where['tokens']} tokens, **{where['start_share']:.0%}** sits in the first quarter of the "
-        f"completions, **{where['end_share']:.0%}** in the last quarter, and **{where['top_share']:.0%}** in the "
-        f"{where['top_tokens']} largest tokens. A KL spread evenly means the whole style drifted; a KL in a few "
-        "tokens means a few words changed."
+        return t(locale, "heatmap.none")
+    return t(
+        locale,
+        "heatmap.note",
+        tokens=where["tokens"],
+        start=f"{where['start_share']:.0%}",
+        end=f"{where['end_share']:.0%}",
+        top=f"{where['top_share']:.0%}",
+        top_tokens=where["top_tokens"],
     )
 
 
