@@ -27,7 +27,7 @@ ESTIMATE_FIELDS = (
 
 
 def build(page: Page) -> SimpleNamespace:
-    controller, limits = page.controller, page.controller.limits
+    limits = page.controller.limits
     open_models = not limits.public  # a public server trains the embedded (or operator-allowed) models only
     d = defaults()
     ui = SimpleNamespace()
@@ -156,7 +156,11 @@ def build(page: Page) -> SimpleNamespace:
                     ui.bf16 = gr.Checkbox(d["bf16"], label=L("train.bf16"))
                     ui.use_vllm = gr.Checkbox(d["use_vllm"], label=L("train.vllm"))
             ui.defaults = d
-            ui.estimate = gr.Markdown(controller.estimate(d), elem_id="run-estimate", elem_classes=["rloo-small"])
+            ui.estimate = gr.Markdown(
+                "",  # written on load, in the page's language
+                elem_id="run-estimate",
+                elem_classes=["rloo-small"],
+            )
             ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
             with gr.Row():
                 ui.start = gr.Button(L("train.start"), variant="primary", elem_id="start-btn")
