@@ -3,10 +3,11 @@
 #   bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Debian's Chromium for the browser test (Playwright's own browser download cannot work offline).
-if [ ! -x /usr/bin/chromium ]; then
+# Debian's Chromium for the browser test (Playwright's own browser download cannot work offline), and Noto fonts:
+# the Georgian page (tests/test_browser_i18n.py) needs a font with Georgian script.
+if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/truetype/noto ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-core >/dev/null
 fi
 bash scripts/setup.sh --dev
 export HF_HUB_OFFLINE=1
