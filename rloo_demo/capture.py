@@ -36,11 +36,11 @@ from collections.abc import Callable
 
 import torch
 from transformers import TrainerCallback
-from trl import RLOOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
 from rloo_demo.diagnostics import kl_estimators, step_diagnostics
+from rloo_demo.fast_step import SingleForwardRLOOTrainer
 from rloo_demo.prompts import prompt_text
 from rloo_demo.rewards import completion_text
 from rloo_demo.tokens import round_keeping_sum
@@ -50,9 +50,12 @@ RolloutSink = Callable[[int, list[dict]], None]
 BatchObserver = Callable[["CapturingRLOOTrainer", dict], dict[str, float] | None]
 
 
-class CapturingRLOOTrainer(RLOOTrainer):
+class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
     """``RLOOTrainer`` that hands each step's scored batch, grouped by prompt, to ``rollout_sink(step, groups)``
-    once the step's update is done."""
+    once the step's update is done.
+
+    It runs the policy forward once per step (``rloo_demo.fast_step``); the scoring pass still returns detached
+    log-probabilities under ``no_grad``, so what is captured here is unchanged."""
 
     baseline_kind = "leave-one-out"  # recorded in every group; "none" for plain REINFORCE (rloo_demo.trainers)
 

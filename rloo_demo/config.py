@@ -465,6 +465,9 @@ class RunConfig:
             save_strategy="no",
             report_to=[r.strip() for r in self.report_to.split(",") if r.strip()] or "none",
             disable_dropout=True,  # dropout noise in the sequence-level importance ratio wrecks training
+            # TRL turns (gradient) checkpointing on by default; on a model this small it saves no memory that matters
+            # and its recomputed forward costs ~10% of a step (scripts/bench_engine.py --ablation).
+            activation_checkpointing=False,
             # bf16 is autocast over fp32 master weights: matmuls run in bf16, log_softmax (and so every logprob
             # in the importance ratio and the KL) stays fp32, which avoids the known bf16 logprob pitfall.
             bf16=self.bf16,

@@ -221,13 +221,17 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     folder, the metrics channel, stop, the weights lock and, if asked for, the gradient-variance meter."""
     import tempfile
 
+    import torch
+
     from rloo_demo.capture import CapturingRLOOTrainer
+    from rloo_demo.fast_step import engine_threads
     from rloo_demo.prompts import run_prompts
     from rloo_demo.rewards import build_reward
     from rloo_demo.trainers import trainer_for
 
     run = state.run
     model, tokenizer = load_policy(config.policy)
+    torch.set_num_threads(engine_threads(config.policy))  # 1 for the embedded policy: see rloo_demo.fast_step
     reward_funcs = [build_reward(name) for name in config.rewards]
     dataset = run_prompts(config, "train")  # lists of messages for a chat run: TRL applies the chat template
     trainer_dir = run.path / "trainer" if run is not None else tempfile.mkdtemp(prefix="rloo-rank-")

@@ -8,6 +8,7 @@ number against arithmetic written out here. The last ones train two real steps w
 """
 
 import hashlib
+from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
@@ -53,7 +54,19 @@ def fake_trainer(beta=0.2, normalize_advantages=False, clip=None, global_step=6)
     trainer.sinks = []
     trainer.rollout_sink = lambda step, groups: trainer.sinks.append((step, groups))
     trainer.last_rollouts, trainer.last_completion_ids = [], None
+    trainer.record_tokens = False  # the per-token lists have their own tests (tests/test_tokens.py)
+    trainer._pending = None
+    trainer.batch_observers = []
+    trainer.reuse_policy_forward = False  # TRL's own scoring calls (rloo_demo.fast_step has its own tests)
+    trainer._scoring_calls = trainer._kept = None
+    trainer._metrics = {"train": defaultdict(list)}
     return trainer
+
+
+def with_prompts(output: dict) -> dict:
+    """A scored batch as TRL returns it: the step boundary also keeps its prompt ids and mask."""
+    rows = output["completion_mask"].size(0)
+    return output | {"prompt_ids": torch.zeros(rows, 2, dtype=torch.long), "prompt_mask": torch.ones(rows, 2)}
 
 
 def expected_rows(beta, clip=None):
@@ -77,8 +90,11 @@ def record(trainer, policy, ref, advantages):
             "completion_mask": torch.tensor(MASK),
             "advantages": torch.tensor(advantages),
             "completion_ids": torch.arange(24).view(6, 4),
+            "prompt_ids": torch.zeros(6, 2, dtype=torch.long),
+            "prompt_mask": torch.ones(6, 2, dtype=torch.long),
         },
     )
+    trainer._finish_step()  # the step boundary: the step's groups go to the sink once the update is done
     return trainer.last_rollouts
 
 
@@ -98,6 +114,7 @@ def test_record_every_number_of_every_row():
             "beta": 0.2,
             "normalize_advantages": False,
             "weights": {"probe": 1.0, "length_penalty": 0.5},
+            "baseline_kind": "leave-one-out",
             "parity_error": pytest.approx(0.0, abs=1e-6),
         }
         for j, row in enumerate(group["completions"]):
@@ -152,7 +169,13 @@ def test_record_without_kl_and_with_clipping():
     _, _, _, weighted, shaped, _, raw_adv = expected_rows(0.0, clip=(-0.5, 0.6))
     trainer._record(  # with beta = 0 TRL computes no reference log-probabilities
         {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": []},
-        {"completion_mask": torch.tensor(MASK), "advantages": torch.tensor(raw_adv), "completion_ids": torch.zeros(6)},
+        with_prompts(
+            {
+                "completion_mask": torch.tensor(MASK),
+                "advantages": torch.tensor(raw_adv),
+                "completion_ids": torch.zeros(6),
+            }
+        ),
     )
     rows = [r for g in trainer.last_rollouts for r in g["completions"]]
     assert [r["kl"] for r in rows] == [0.0] * 6 and [r["kl_penalty"] for r in rows] == [0.0] * 6
@@ -171,11 +194,13 @@ def test_record_normalizes_a_batch_of_one_pair():
     raw_adv = [0.5 - 0.1, 0.1 - 0.5]
     trainer._record(
         {"rewards_per_func": torch.tensor([[0.5], [0.1]]), "prompts": ["p", "p"], "completions": ["a", "b"]},
-        {
-            "completion_mask": torch.ones(2, 3),
-            "advantages": torch.tensor(normalize(raw_adv)),
-            "completion_ids": torch.zeros(2, 3),
-        },
+        with_prompts(
+            {
+                "completion_mask": torch.ones(2, 3),
+                "advantages": torch.tensor(normalize(raw_adv)),
+                "completion_ids": torch.zeros(2, 3),
+            }
+        ),
     )
     (group,) = trainer.last_rollouts
     std = (2 * 0.4**2) ** 0.5  # mean 0, n - 1 = 1
@@ -199,7 +224,13 @@ def test_record_gathers_the_texts_of_every_process_in_the_tensors_order(monkeypa
             "completions": TEXTS[:K],
             "logps": [policy[:K], ref[:K]],
         },
-        {"completion_mask": torch.tensor(MASK[:K]), "advantages": torch.zeros(K), "completion_ids": torch.zeros(K, 4)},
+        with_prompts(
+            {
+                "completion_mask": torch.tensor(MASK[:K]),
+                "advantages": torch.zeros(K),
+                "completion_ids": torch.zeros(K, 4),
+            }
+        ),
     )
     first, second = trainer.last_rollouts
     assert (first["prompt"], second["prompt"]) == ("first prompt", "other first prompt")
@@ -211,6 +242,8 @@ def test_record_gathers_the_texts_of_every_process_in_the_tensors_order(monkeypa
 def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
     got = {}
     monkeypatch.setattr(RLOOTrainer, "__init__", lambda self, *args, **kwargs: got.update(args=args, kwargs=kwargs))
+    callbacks = []
+    monkeypatch.setattr(RLOOTrainer, "add_callback", lambda self, callback: callbacks.append(callback))
 
     def sink(step, groups):
         pass
@@ -219,6 +252,7 @@ def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
     assert got == {"args": ("a model",), "kwargs": {"args": "its config"}}
     assert trainer.rollout_sink is sink
     assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
+    assert [type(c).__name__ for c in callbacks] == ["_StepBoundary"] and callbacks[0].trainer is trainer
 
 
 def test_record_on_another_process_keeps_the_rows_but_writes_nothing():
@@ -244,10 +278,12 @@ def test_hooks_capture_what_trl_computes_while_scoring(monkeypatch):
 
     def fake_generate(self, inputs):
         with torch.no_grad():
-            self._get_per_token_logps_and_entropies("policy")
-            self._get_per_token_logps_and_entropies("reference")
+            self._get_per_token_logps_and_entropies("policy", None, None, 4)
+            self._get_per_token_logps_and_entropies("reference", None, None, 4)
         self._calculate_rewards(inputs, PROMPTS, [[{"content": t}] for t in TEXTS[:-1]] + [TEXTS[-1]], None)
-        return {"completion_mask": mask, "advantages": torch.tensor(raw_adv), "completion_ids": torch.zeros(6, 4)}
+        return with_prompts(
+            {"completion_mask": mask, "advantages": torch.tensor(raw_adv), "completion_ids": torch.zeros(6, 4)}
+        )
 
     monkeypatch.setattr(RLOOTrainer, "_get_per_token_logps_and_entropies", fake_logps)
     monkeypatch.setattr(RLOOTrainer, "_calculate_rewards", fake_rewards)
@@ -258,10 +294,10 @@ def test_hooks_capture_what_trl_computes_while_scoring(monkeypatch):
 
     # outside a scoring pass nothing is captured, and log-probabilities with gradients (the loss's) never are
     assert trainer._calculate_rewards(None, PROMPTS, TEXTS, None) is raw
-    assert trainer._get_per_token_logps_and_entropies("policy")[0] is policy
+    assert trainer._get_per_token_logps_and_entropies("policy", None, None, 4)[0] is policy
     trainer._capture = {"logps": []}
     with torch.enable_grad():
-        trainer._get_per_token_logps_and_entropies("policy")
+        trainer._get_per_token_logps_and_entropies("policy", None, None, 4)
     assert trainer._capture == {"logps": []}
     trainer._capture = None
 
@@ -269,13 +305,16 @@ def test_hooks_capture_what_trl_computes_while_scoring(monkeypatch):
     assert out["completion_mask"] is mask
     assert trainer._capture is None  # cleared after each pass
     rows = [r for g in trainer.last_rollouts for r in g["completions"]]
-    assert [r["text"] for r in rows] == [str([{"content": t}]) for t in TEXTS[:-1]] + [TEXTS[-1]]
+    assert [r["text"] for r in rows] == TEXTS  # a chat reply's messages are recorded as the reply's text
     assert [r["shaped_reward"] for r in rows] == pytest.approx(expected_rows(0.2)[4], abs=1e-5)
     assert [g["prompt"] for g in trainer.last_rollouts] == ["first prompt", "second prompt"]
-    assert len(trainer.sinks) == 1
+    assert trainer.sinks == []  # the groups wait for the step's update ...
+    trainer._finish_step()
+    assert len(trainer.sinks) == 1  # ... and reach the sink at the step boundary
 
     trainer.model.eval()  # an evaluation pass is scored but not recorded
     trainer._generate_and_score_completions({})
+    trainer._finish_step()
     assert len(trainer.sinks) == 1 and trainer._capture is None
 
     def failing_generate(self, inputs):

@@ -11,6 +11,7 @@ import functools
 import random
 import statistics
 
+import numpy as np
 import pytest
 import torch
 
@@ -208,9 +209,10 @@ def test_bootstrap_interval_edges_and_seed():
     assert bootstrap_interval(diffs) == bootstrap_interval(diffs, n_resamples=2000, seed=0)  # the defaults
     assert bootstrap_interval(diffs, n_resamples=500, seed=5) != (lo, hi)
     # the interval holds the central 95% of the resampled means: with 40 resamples, all but the lowest and the highest
-    rng = random.Random(4)
-    means = sorted(sum(diffs[rng.randrange(6)] for _ in range(6)) / 6 for _ in range(40))
-    assert bootstrap_interval(diffs, n_resamples=40, seed=4) == (means[1], means[38])
+    rows = np.random.default_rng(4).integers(0, 6, size=(40, 6))  # the resamples, drawn as the function draws them
+    means = sorted(sum(diffs[i] for i in row) / 6 for row in rows.tolist())
+    lo40, hi40 = bootstrap_interval(diffs, n_resamples=40, seed=4)
+    assert (lo40, hi40) == (pytest.approx(means[1]), pytest.approx(means[38]))
 
 
 # --- scorers, prompts, report -------------------------------------------------------------------------------------

@@ -336,7 +336,9 @@ def test_token_and_probe_events_called_directly_with_hostile_values(app):
     url, controller, client, run = app
     before = listing(controller.runner.runs_dir)
     # a session that never loaded the page watches nothing: naming a run in its state's slot does not help
-    view, note = call_event(url, "rollouts_probe", ["visitor", run, "This movie was", 2, 0], session_hash="fresh")
+    view, note = call_event(
+        url, "rollouts_probe", ["visitor", run, "This movie was", 2, 0], session_hash="never-loaded"
+    )
     assert view == "" and "pick a run first" in note
     # a session that loaded the page watches the newest run
     call_event(url, "page_load", [""], session_hash="tokens")
@@ -370,7 +372,9 @@ def test_token_and_probe_events_called_directly_with_hostile_values(app):
     arithmetic, _, tokens_view, note = select([0, 1])  # a real selection: the first completion of step 1
     assert "baseline = mean" in arithmetic and tokens_view.count("class='rloo-tok'") >= 1 and "Σ Δ log π" in note
     # the selection is the session's state: a fresh session has none, whatever it sends in that slot
-    spans, note = call_event(url, "rollouts_token_measure", [{"name": run, "index": 0}, "k1"], session_hash="fresh")
+    spans, note = call_event(
+        url, "rollouts_token_measure", [{"name": run, "index": 0}, "k1"], session_hash="never-loaded"
+    )
     assert "Select a completion" in spans
     spans, note = call_event(url, "rollouts_token_measure", [None, "k1"], session_hash="tokens")
     assert "data-measure='k1'" in spans and "Σ = " in note  # the session's own selection, recoloured

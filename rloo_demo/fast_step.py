@@ -1,0 +1,128 @@
+"""One policy forward pass per RLOO step instead of two, with TRL's own arithmetic unchanged.
+
+TRL's ``RLOOTrainer`` runs the policy twice on the same batch in every step:
+
+1. while scoring, under ``no_grad``: the per-token log-probabilities ``old_per_token_logps``, for the KL term of
+   the shaped reward (``r - beta * sum_t (log pi - log pi_ref)``) and for the importance ratio's denominator;
+2. in the loss, with gradients: the same log-probabilities again, for the ratio's numerator.
+
+With one optimisation step per generation (``num_iterations == 1`` and ``steps_per_generation == 1``, TRL's
+defaults and ours) no weight changes between the two, so pass 2 recomputes pass 1 exactly: the ratio is 1 and only
+its gradient is used. ``SingleForwardRLOOTrainer`` therefore runs pass 1 *with* gradients, hands TRL the detached
+values, keeps the graph, and gives it to the loss instead of running pass 2. TRL shuffles the rows of the batch
+between scoring and loss, so the kept rows are matched to the loss's rows by their token ids and mask; rows that
+are identical have identical log-probabilities and gradients, so any match among them is the same.
+
+Measured on the embedded policy (16 completions x 24 tokens, 1 thread, ``scripts/bench_engine.py``): the policy
+forward is about 10% of a step. Anything this shortcut cannot prove safe (several processes, where DDP's gradient
+hooks need the forward to run through the wrapped model; several steps per generation; multimodal inputs;
+MoE auxiliary losses; evaluation) falls back to TRL's two passes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from trl import RLOOTrainer
+
+TORCH_DEFAULT_THREADS = torch.get_num_threads()  # before anything here changes it
+
+_MULTIMODAL_KEYS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
+
+
+def match_rows(reference: torch.Tensor, rows: torch.Tensor) -> torch.Tensor | None:
+    """Indices ``idx`` with ``reference[idx] == rows`` row by row, or None if a row of ``rows`` has no match."""
+    if reference.shape != rows.shape:
+        return None
+    where = {tuple(r): i for i, r in enumerate(reference.tolist())}
+    idx = [where.get(tuple(r)) for r in rows.tolist()]
+    if any(i is None for i in idx):
+        return None
+    return torch.tensor(idx, device=reference.device)
+
+
+class SingleForwardRLOOTrainer(RLOOTrainer):
+    """``RLOOTrainer`` whose scoring pass of the policy is also the loss's forward pass (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._scoring_calls: int | None = None  # policy/reference calls so far in the batch being scored
+        self._kept: tuple | None = None  # (ids with mask, logps with graph, entropies) of the scoring pass
+        self.forward_passes_saved = 0
+        self.reuse_policy_forward = True  # False: TRL's two passes (for benchmarks)
+
+    @property
+    def reuses_policy_forward(self) -> bool:
+        """Whether the loss may take the scoring pass's graph: the weights cannot change in between."""
+        if not self.reuse_policy_forward:
+            return False
+        args = self.args
+        return (
+            self.num_iterations == 1
+            and args.steps_per_generation == 1
+            and self.accelerator.num_processes == 1
+            and not self.aux_loss_enabled
+        )
+
+    def _generate_and_score_completions(self, inputs):
+        self._kept = None
+        self._scoring_calls = 0 if (self.model.training and self.reuses_policy_forward) else None
+        try:
+            return super()._generate_and_score_completions(inputs)
+        finally:
+            self._scoring_calls = None
+
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, **kwargs
+    ):
+        plain = any(kwargs.get(k) is not None for k in _MULTIMODAL_KEYS) or kwargs.get("compute_aux_loss")
+        if self._scoring_calls is not None and not plain and not torch.is_grad_enabled():
+            first = self._scoring_calls == 0  # TRL scores the policy first, then the reference
+            self._scoring_calls += 1
+            if first and model is self.model:
+                with torch.enable_grad():
+                    logps, entropies, _ = super()._get_per_token_logps_and_entropies(
+                        model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy=True, **kwargs
+                    )
+                self._kept = (torch.cat([input_ids, attention_mask], dim=1), logps, entropies)
+                return logps.detach(), (entropies.detach() if compute_entropy else None), None
+        if self._kept is not None and torch.is_grad_enabled() and not plain:
+            keys, logps, entropies = self._kept
+            self._kept = None
+            idx = match_rows(keys, torch.cat([input_ids, attention_mask], dim=1))
+            if idx is not None and logps.size(1) == logits_to_keep:
+                self.forward_passes_saved += 1
+                return logps[idx], (entropies[idx] if compute_entropy else None), None
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy=compute_entropy, **kwargs
+        )
+
+
+def engine_threads(policy: str) -> int:
+    """Intra-op torch threads for training ``policy``: ``RLOO_TORCH_THREADS`` if set, else 1 for the embedded
+    policy and torch's default for any other.
+
+    The embedded policy's matrices are too small to split well over threads: every one of the thousands of small
+    ops in a step ends in a barrier, and when another process (or the web server) holds one of the two cores, a
+    2-thread step waits at each barrier for a thread that is not running. Measured with
+    ``scripts/bench_engine.py --ablation`` (see its output in the README).
+    """
+    env = os.environ.get("RLOO_TORCH_THREADS", "").strip()
+    if env:
+        return max(1, int(env))
+    return 1 if policy.strip().startswith("embedded:") else TORCH_DEFAULT_THREADS
+
+
+__all__ = ["SingleForwardRLOOTrainer", "engine_threads", "match_rows"]
