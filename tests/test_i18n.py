@@ -192,3 +192,83 @@ def test_a_locale_from_a_caller_is_one_of_four():
     for hostile in ("<script>alert(1)</script>", "de", "", None, 3, ["ka"], "../ka"):
         assert Controller.locale(hostile) == "en"
     assert t("<b>", "train.start") == "Start"
+
+
+def _token_group(beta=0.1):
+    pieces, before, after, ref = [" great", " film", " and"], [-2.0, -5.0, -1.0], [-1.5, -5.2, -0.9], [-2.5, -4.0, -1.1]
+    c = {
+        "text": "".join(pieces),
+        "num_tokens": 3,
+        "advantage": 0.5,
+        "kl": sum(b - r for b, r in zip(before, ref, strict=True)),
+        "kl_penalty": -0.05,
+        "shaped_reward": 0.4,
+        "token_texts": pieces,
+        "token_logp": before,
+        "token_logp_after": after,
+        "token_ref_logp": ref,
+        "token_entropy": [3.0, 0.2, 1.0],
+    }
+    others = [dict(c, shaped_reward=r, advantage=r) for r in (0.1, -0.3, 0.0)]
+    return {"step": 7, "group": 0, "prompt": "This movie was", "beta": beta, "completions": [c, *others]}
+
+
+def _probe_result():
+    steps = [
+        {"step": 0, "label": "base policy (step 0)", "samples": [{"text": "bad", "reward": -0.4}], "mean_reward": -0.4},
+        {"step": 25, "label": "step 25", "samples": [{"text": "", "reward": 0.2}], "mean_reward": 0.2},
+        {"step": 50, "label": "final (step 50)", "samples": [{"text": "good", "reward": 0.8}], "mean_reward": 0.8},
+    ]
+    return {"prompt": "This movie was", "seed": 3, "num_samples": 1, "snapshot_every": 25, "kept": 8, "steps": steps}
+
+
+ENGLISH_PHRASES = (  # one from each sentence of these views
+    *("Completion #", "coloured by", "reinforced", "What if", "The identity", "mean of the other", "Why it matters"),
+    *("base policy", "mean reward", "Prompt:", "completions of the same prompt", "Warning", "collapsed"),
+    *("The reward and the classifier", "no values", "per-token record", "Its advantage", "log-probability"),
+    *("nats", "Entropy of the policy", "TRL subtracts", "spread over the run"),
+)
+NUMBER = re.compile(r"[+−-]?\d+(?:\.\d+)?%?")
+
+
+def _server_views(locale):
+    """Every server-written text of the token view, the what-if table, the probe and the collapse warning."""
+    from rloo_demo.judges import collapse_warning
+    from rloo_demo.ui import views
+
+    g = _token_group()
+    out = [views.token_spans_html(g, 0, m, locale) for m in views.MEASURES]
+    out += [views.token_note_markdown(g, 0, m, locale) for m in views.MEASURES]
+    out += [views.token_spans_html(_token_group(beta=0.0), 0, "k1", locale)]
+    out += [views.token_note_markdown(_token_group(beta=0.0), 0, "k3", locale)]
+    out += [views.token_spans_html({**g, "completions": [{"text": "x"}]}, 0, "delta", locale)]
+    out += [views.whatif_markdown([g, {**g, "group": 1}], 1, locale)]
+    out += [views.probe_html(_probe_result(), locale), views.probe_note(_probe_result(), locale)]
+    out += [views.probe_html({"steps": []}, locale)]
+    collapsed = {"distinct_2": 0.1, "repetition": 0.7, "base_perplexity": 900.0}
+    out += [collapse_warning(collapsed, {"base_perplexity": 100.0}, locale)]
+    out += [collapse_warning({"base_perplexity": 900.0}, {"base_perplexity": 100.0}, locale)]
+    records = [{"step": s, "judges/distinct_2": 0.1, "judges/repetition": 0.7} for s in range(3)]
+    out += [views.live_collapse_warning(records, locale)]
+    return out
+
+
+@pytest.mark.parametrize("locale", OTHERS)
+def test_token_whatif_probe_and_collapse_text_in_the_page_language(locale):
+    """The text is the locale's, the numbers (and code) the same as in English, and no English sentence is left."""
+    english, shown = _server_views("en"), _server_views(locale)
+    for en, text in zip(english, shown, strict=True):
+        assert text != en, en
+        assert sorted(NUMBER.findall(text)) == sorted(NUMBER.findall(en)), (en, text)
+    page = " ".join(shown)
+    for phrase in ENGLISH_PHRASES:
+        assert phrase not in page, (locale, phrase)
+
+
+def test_english_server_text_is_the_engines_own():
+    """en.json repeats the engine's English (the CLI prints it): the estimators' notes and the collapse warning."""
+    from rloo_demo.advantages import ESTIMATOR_NOTES
+    from rloo_demo.judges import COLLAPSE_WARNING
+
+    assert {name: t("en", f"estimator.{name}") for name in ESTIMATOR_NOTES} == ESTIMATOR_NOTES
+    assert COLLAPSE_WARNING in t("en", "collapse.warning", reasons="x")

@@ -134,7 +134,7 @@ def step_view(ui: SimpleNamespace, controller, name, step, label, steps=None, lo
             {
                 ui.group_plot: as_plot(localize_figure(plots.group_figure(g), locale)),
                 ui.table: gr.Dataframe(value=rows, headers=headers),
-                ui.whatif: whatif_markdown(groups, labels.index(chosen)),
+                ui.whatif: whatif_markdown(groups, labels.index(chosen), locale),
             }
         )
     return out
@@ -165,7 +165,7 @@ def token_view(controller, selected, measure, locale: str = "en") -> tuple[str, 
     )
     if g is None:
         return no_token_selection(locale), ""
-    return token_spans_html(g, index, measure), token_note_markdown(g, index, measure)
+    return token_spans_html(g, index, measure, locale), token_note_markdown(g, index, measure, locale)
 
 
 def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
@@ -193,7 +193,7 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
             ui.group_plot: as_plot(localize_figure(plots.group_figure(g), locale)),
             ui.table: gr.Dataframe(value=rows, headers=headers),
             ui.arithmetic: t(locale, "common.select_row"),
-            ui.whatif: whatif_markdown(groups, labels.index(chosen)),
+            ui.whatif: whatif_markdown(groups, labels.index(chosen), locale),
         }
 
     ui.group.input(
@@ -260,7 +260,7 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     @guarded(controller, lambda msg, locale: {ui.probe_view: "", ui.probe_note: error_markdown(msg, locale)})
     def probe(cid, name, prompt, k, seed, locale="en", request: gr.Request = None):
         result = controller.probe(name, prompt, k, seed, caller_of(request, cid))
-        return {ui.probe_view: probe_html(result), ui.probe_note: probe_note(result)}
+        return {ui.probe_view: probe_html(result, locale), ui.probe_note: probe_note(result, locale)}
 
     ui.probe.click(
         probe,

@@ -245,7 +245,7 @@ def failure_markdown(error: str, locale: str = "en") -> str:
 def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: str = "en") -> dict:
     """A tick's update of the Train tab: the status line always, the plots only when a new step arrived."""
     status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason, locale)
-    warning = live_collapse_warning(view.records)
+    warning = live_collapse_warning(view.records, locale)
     if warning:  # the reward may keep rising while the text collapses: say so beside the numbers
         status += f"<br>**{text(warning)}**"
     out = {

@@ -5,6 +5,7 @@ HTML tables, Markdown, status lines and CLI commands. No gradio import, so they 
 from __future__ import annotations
 
 import html
+import re
 import shlex
 from dataclasses import fields
 
@@ -227,8 +228,8 @@ def compare_table(samples: list[dict], locale: str = "en") -> tuple[list[str], l
 
 
 def compare_summary(result: dict, locale: str = "en") -> str:
-    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning (the
-    warning comes from the engine, in English)."""
+    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning (written
+    again in ``locale`` from the judges it was made of)."""
     mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
     line = t(
         locale,
@@ -242,7 +243,11 @@ def compare_summary(result: dict, locale: str = "en") -> str:
     if isinstance(judges, dict) and "base" in judges and "trained" in judges:
         line += "<br>" + judges_line(judges, locale)
     if result.get("collapse_warning"):
-        line += f"<br>**{text(result['collapse_warning'])}**"
+        from rloo_demo.judges import collapse_warning
+
+        judged = judges if isinstance(judges, dict) and isinstance(judges.get("trained"), dict) else None
+        warning = collapse_warning(judged["trained"], judged.get("base"), locale) if judged else None
+        line += f"<br>**{text(warning or result['collapse_warning'])}**"
     return line
 
 
@@ -318,11 +323,11 @@ def cli_command(config: RunConfig) -> str:
 WHATIF_COLUMNS = ("rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce")
 
 
-def whatif_markdown(groups: list[dict], index: int) -> str:
+def whatif_markdown(groups: list[dict], index: int, locale: str = "en") -> str:
     """For group ``index`` of a step: the same completions' advantages under every estimator, side by side, and the
     identity A_rloo = K/(K−1)·(r − group mean) written out with the real numbers. The rewards r are the shaped
     rewards the trainer used; the batch-level estimators see the whole step."""
-    from rloo_demo.advantages import ESTIMATOR_NOTES, what_if
+    from rloo_demo.advantages import what_if
 
     if not groups or not 0 <= index < len(groups):
         return ""
@@ -337,9 +342,8 @@ def whatif_markdown(groups: list[dict], index: int) -> str:
     mean = sum(mine) / k
     factor = k / (k - 1)
     lines = [
-        f"#### What if another estimator had turned these rewards into advantages? (prompt {g['group'] + 1})",
-        f"r is the shaped reward the trainer used; `reinforce_pp` and `batch_mean` use all {len(rewards)} "
-        "completions of the step.",
+        t(locale, "whatif.title", prompt=g["group"] + 1),
+        t(locale, "whatif.intro", n=len(rewards)),
         "",
         "| # | r | " + " | ".join(WHATIF_COLUMNS) + " |",
         "|---|---|" + "---|" * len(WHATIF_COLUMNS),
@@ -349,30 +353,27 @@ def whatif_markdown(groups: list[dict], index: int) -> str:
         lines.append(f"| {i + 1} | {mine[i]:+.3f} | {cells} |")
     lines += [
         "",
-        f"**The identity** A_rloo = K/(K−1)·(r − group mean), with this group's numbers: K = {k}, "
-        f"K/(K−1) = {k}/{k - 1} = {factor:.4f}, group mean = ("
-        + " + ".join(f"{r:+.4f}" for r in mine)
-        + f") / {k} = {mean:+.4f}",
+        t(
+            locale,
+            "whatif.identity",
+            k=k,
+            fraction=f"{k}/{k - 1} = {factor:.4f}",
+            mean="(" + " + ".join(f"{r:+.4f}" for r in mine) + f") / {k} = {mean:+.4f}",
+        ),
         "",
     ]
     for i, r in enumerate(mine):
         others = (sum(mine) - r) / (k - 1)
         lines.append(
             f"- #{i + 1}: {factor:.4f} · ({r:+.4f} − ({mean:+.4f})) = {factor * (r - mean):+.4f} = "
-            f"r − mean of the other {k - 1} = {r:+.4f} − ({others:+.4f}) = **{table['rloo'][start + i]:+.4f}**"
+            f"{t(locale, 'whatif.others', n=k - 1)} = {r:+.4f} − ({others:+.4f}) = **{table['rloo'][start + i]:+.4f}**"
         )
     std = (sum((r - mean) ** 2 for r in mine) / (k - 1)) ** 0.5
-    lines += [
-        "",
-        f"Why it matters: `dr_grpo` is the same direction scaled by (K−1)/K = {1 / factor:.3f} (its mean includes "
-        f"the completion itself). `grpo` also divides by this group's std ({std:.4f}), so a group of nearly equal "
-        "rewards gets advantages as large as one of very different rewards. `reinforce_pp` and `batch_mean` compare "
-        "with the whole batch, so an easy prompt pushes all its completions up. `reinforce` has no baseline: every "
-        "positive reward pushes its completion up.",
-    ]
+    lines += ["", t(locale, "whatif.why", scale=f"{1 / factor:.3f}", std=f"{std:.4f}")]
     if g.get("normalize_advantages"):
-        lines.append("This run also normalised RLOO's advantages over the batch: see the table's advantage column.")
-    lines += ["", " · ".join(f"`{name}`: {ESTIMATOR_NOTES[name]}" for name in WHATIF_COLUMNS)]
+        lines.append(t(locale, "whatif.normalized"))
+    # the notes of rloo_demo.advantages.ESTIMATOR_NOTES, one 'estimator.<name>' key each (tests keep them equal)
+    lines += ["", " · ".join(f"`{name}`: {t(locale, f'estimator.{name}')}" for name in WHATIF_COLUMNS)]
     return "\n".join(lines)
 
 
@@ -394,7 +395,7 @@ def kl_estimators_markdown(c: dict, beta: float, locale: str = "en") -> str:
 LIVE_JUDGE_STEPS = 5  # the live collapse warning averages the judges over the latest steps
 
 
-def live_collapse_warning(records: list[dict]) -> str | None:
+def live_collapse_warning(records: list[dict], locale: str = "en") -> str | None:
     """The collapse warning on the latest steps' judges (averaged over ``LIVE_JUDGE_STEPS``), or None."""
     from rloo_demo.judges import collapse_warning
 
@@ -406,7 +407,7 @@ def live_collapse_warning(records: list[dict]) -> str | None:
         for key in ("distinct_2", "repetition")
         if all(isinstance(r.get(f"judges/{key}"), int | float) for r in latest)
     }
-    return collapse_warning(judged)
+    return collapse_warning(judged, locale=locale)
 
 
 def prechecks_markdown(warnings: list[str]) -> str:
@@ -429,20 +430,11 @@ def meter_estimate_text(config: RunConfig, step_seconds: float, locale: str = "e
 
 # ----------------------------------------------------------------------------- token by token
 
-MEASURES = {
-    "delta": "Δ log π (what the update did)",
-    "k1": "KL k1 = log π − log π_ref",
-    "k3": "KL k3 (never negative)",
-    "entropy": "entropy of the policy",
-}
+MEASURES = ("delta", "k1", "k3", "entropy")  # what colours the tokens; each named by its 'measure.<key>' text
 # Colours (r, g, b) at full strength; the alpha grows with |value| / scale, so both themes read them.
 _UP, _DOWN = (61, 190, 139), (217, 83, 79)  # Δ log π: reinforced, suppressed
 _MORE, _LESS = (232, 163, 61), (76, 155, 232)  # KL: the policy likes the token more / less than the reference
 _ENTROPY = (155, 123, 216)
-_NO_TOKENS = (
-    "<p class='rloo-empty'>This completion has no per-token record: its run had <code>record_tokens</code> off, "
-    "or was trained before the record existed.</p>"
-)
 
 
 def _token_text(piece) -> str:
@@ -482,7 +474,7 @@ def _f4(v) -> str:
     return "–" if v is None else f"{v:+.4f}"
 
 
-def token_rows(completion: dict) -> tuple[list[str], list[list[str]]]:
+def token_rows(completion: dict, locale: str = "en") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of a completion's tokens with every number (texts already escaped, for HTML)."""
     from rloo_demo import tokens
 
@@ -491,14 +483,15 @@ def token_rows(completion: dict) -> tuple[list[str], list[list[str]]]:
     ref = tokens.column(completion, "token_ref_logp")
     columns = [before, after, tokens.delta_logp(completion), ref]
     columns += [tokens.token_kl(completion, "k1"), tokens.token_kl(completion, "k3"), tokens.entropy(completion)]
-    headers = ["#", "token", "log π before", "log π after", "Δ log π", "log π_ref", "KL k1", "KL k3", "entropy"]
+    headers = ["#", t(locale, "tokens.col_token"), t(locale, "tokens.col_before"), t(locale, "tokens.col_after")]
+    headers += ["Δ log π", "log π_ref", "KL k1", "KL k3", t(locale, "tokens.col_entropy")]
     rows = []
     for pos, piece in enumerate(completion["token_texts"]):
         rows.append([str(pos + 1), _visible(piece), *[_f4(col[pos]) for col in columns]])
     return headers, rows
 
 
-def token_spans_html(group: dict, index: int, measure: str = "delta") -> str:
+def token_spans_html(group: dict, index: int, measure: str = "delta", locale: str = "en") -> str:
     """One completion as coloured token spans (hover: every number of the token), a legend with the colour scale,
     and a table of the numbers. Every token's text is escaped."""
     from rloo_demo import tokens
@@ -506,41 +499,48 @@ def token_spans_html(group: dict, index: int, measure: str = "delta") -> str:
     measure = measure if measure in MEASURES else "delta"
     c = group["completions"][index]
     if not tokens.has_tokens(c):
-        return _NO_TOKENS
+        return f"<p class='rloo-empty'>{t(locale, 'tokens.no_record')}</p>"
     values = tokens.values_for(c, measure)
     scale = _scale(values)
-    headers, rows = token_rows(c)
+    headers, rows = token_rows(c, locale)
     spans = []
     for pos, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
-        hover = f"token {pos + 1}: " + " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[pos][2:], strict=True))
+        numbers = " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[pos][2:], strict=True))
+        hover = f"{t(locale, 'tokens.hover', n=pos + 1)} {numbers}"
         spans.append(
             f"<span class='rloo-tok' style='background:{token_colour(v, measure, scale)}' "
             f"title='{_token_text(str(piece))!s} | {hover}'>{_token_text(piece) or '∅'}</span>"
         )
+
+    def swatch(value, key):
+        colour = token_colour(value, measure, scale)
+        return f"<span class='rloo-swatch' style='background:{colour}'>{t(locale, key)}</span>"
+
     if measure == "delta":
-        legend = (
-            f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>reinforced</span> "
-            f"<span class='rloo-swatch' style='background:{token_colour(-scale, measure, scale)}'>suppressed</span>"
-        )
+        legend = f"{swatch(scale, 'tokens.reinforced')} {swatch(-scale, 'tokens.suppressed')}"
     elif measure == "k1":
-        legend = (
-            f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>π above π_ref</span> "
-            f"<span class='rloo-swatch' style='background:{token_colour(-scale, measure, scale)}'>π below π_ref</span>"
-        )
+        legend = f"{swatch(scale, 'tokens.above_ref')} {swatch(-scale, 'tokens.below_ref')}"
     else:
-        legend = f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>high</span>"
+        legend = swatch(scale, "tokens.high")
     if all(v is None for v in values):
-        legend = "no values: " + ("the run had β = 0, so no reference" if measure in ("k1", "k3") else "not recorded")
+        legend = t(locale, "tokens.no_values_beta0" if measure in ("k1", "k3") else "tokens.no_values")
     else:
-        legend += f" full colour at |value| = {scale:.3f} (this completion's largest); hover a token for its numbers"
+        legend += " " + t(locale, "tokens.full_colour", scale=f"{scale:.3f}")
     head = "".join(f"<th>{h}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{x}</td>" for x in row) + "</tr>" for row in rows)
+    title = t(
+        locale,
+        "tokens.head",
+        index=index + 1,
+        group=group["group"] + 1,
+        step=group["step"],
+        measure=f"<b>{text(t(locale, f'measure.{measure}'))}</b>",
+    )
     return (
         f"<div class='rloo-tokens' data-measure='{measure}'>"
-        f"<div class='rloo-token-head'>Completion #{index + 1} of prompt {group['group'] + 1} (step {group['step']}), "
-        f"coloured by <b>{text(MEASURES[measure])}</b> · {legend}</div>"
+        f"<div class='rloo-token-head'>{title} · {legend}</div>"
         f"<div class='rloo-token-text'>{''.join(spans)}</div>"
-        f"<details><summary>The numbers, token by token</summary><table class='rloo-table rloo-token-table'>"
+        f"<details><summary>{t(locale, 'tokens.numbers')}</summary><table class='rloo-table rloo-token-table'>"
         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details></div>"
     )
 
@@ -553,7 +553,7 @@ def _extreme(pieces, values, pick) -> tuple[str, float] | None:
     return _visible(p), v
 
 
-def token_note_markdown(group: dict, index: int, measure: str = "delta") -> str:
+def token_note_markdown(group: dict, index: int, measure: str = "delta", locale: str = "en") -> str:
     """'What am I looking at?' for the token view, with the selected completion's own numbers."""
     from rloo_demo import tokens
 
@@ -566,52 +566,57 @@ def token_note_markdown(group: dict, index: int, measure: str = "delta") -> str:
         deltas = tokens.delta_logp(c)
         total = tokens.total(deltas)
         if total is None:
-            return "No log-probabilities after the update were recorded for this completion."
+            return t(locale, "tokens.note_delta_none")
         up = sum(1 for d in deltas if d is not None and d > 0)
         rise, fall = _extreme(pieces, deltas, max), _extreme(pieces, deltas, min)
-        direction = "raise" if adv > 0 else "lower" if adv < 0 else "leave alone"
-        moved = "rose" if total > 0 else "fell"
-        lines = [
-            f"Its advantage was **{adv:+.4f}**, so the update was meant to {direction} the probability of the whole "
-            f"completion. After the step, its log-probability {moved} by **Σ Δ log π = {total:+.4f}** nats over "
-            f"{n} tokens: {up} went up, {n - up} went down (largest rise <code>{rise[0]}</code> {rise[1]:+.4f}, "
-            f"largest fall <code>{fall[0]}</code> {fall[1]:+.4f}).",
-            "",
-            "RLOO hands one number to the whole completion; how it spreads over the tokens is up to the gradient. A "
-            "token can fall in a reinforced completion (or rise in a suppressed one) because every completion of the "
-            "batch pulls on the same weights: the exceptions are the lesson. Green: reinforced, red: suppressed.",
-        ]
-        return "\n".join(lines)
+        direction = "raise" if adv > 0 else "lower" if adv < 0 else "keep"
+        note = t(locale, f"tokens.note_delta_{direction}", advantage=f"{adv:+.4f}") + " "
+        note += t(
+            locale,
+            "tokens.note_delta_rose" if total > 0 else "tokens.note_delta_fell",
+            total=f"{total:+.4f}",
+            n=n,
+            up=up,
+            down=n - up,
+            rise=f"<code>{rise[0]}</code> {rise[1]:+.4f}",
+            fall=f"<code>{fall[0]}</code> {fall[1]:+.4f}",
+        )
+        return note + "\n\n" + t(locale, "tokens.note_delta_lesson")
     if measure in ("k1", "k3"):
         values = tokens.token_kl(c, measure)
         total = tokens.total(values)
         if total is None:
-            return "This run had β = 0: no reference model was scored, so there is no KL to show."
+            return t(locale, "tokens.note_kl_none")
         top = sorted((abs(v) for v in values if v is not None), reverse=True)
         share = sum(top[:3]) / sum(top) if sum(top) > 0 else 0.0
         k1_total = tokens.total(tokens.token_kl(c, "k1"))
         lines = [
-            f"Per-token KL of this completion to the reference, by **{measure}**: Σ = **{total:+.4f}** nats over {n} "
-            f"tokens; the 3 largest tokens hold {share:.0%} of Σ|{measure}|.",
+            t(locale, "tokens.note_kl", measure=measure, total=f"{total:+.4f}", n=n, share=f"{share:.0%}"),
             "",
-            f"TRL subtracts β·Σ k1 from the reward: here Σ k1 = {k1_total:+.4f} (its `kl`, "
-            f"{c['kl']:+.4f}), times β = {group['beta']:g}, is the −β·KL = {c['kl_penalty']:+.4f} in its shaped "
-            "reward. k1 = log π − log π_ref is negative where the policy likes a token less than the reference does; "
-            "k3 = r − 1 − log r (r = π_ref/π) is never negative and has the same expectation. Orange: the policy "
-            "likes the token more than the reference, blue: less.",
+            t(
+                locale,
+                "tokens.note_kl_trl",
+                k1=f"{k1_total:+.4f}",
+                kl=f"{c['kl']:+.4f}",
+                beta=f"{group['beta']:g}",
+                penalty=f"{c['kl_penalty']:+.4f}",
+            ),
         ]
         return "\n".join(lines)
     values = tokens.entropy(c)
     known = [v for v in values if v is not None]
     if not known:
-        return "No entropies were recorded for this completion."
+        return t(locale, "tokens.note_entropy_none")
     low, high = _extreme(pieces, values, min), _extreme(pieces, values, max)
-    return (
-        f"Entropy of the policy at each position before the update: mean **{sum(known) / len(known):.3f}** nats "
-        f"over {n} tokens, lowest <code>{low[0]}</code> ({low[1]:.3f}: the policy was nearly sure what came next), "
-        f"highest <code>{high[0]}</code> ({high[1]:.3f}: many tokens were plausible there). As training sharpens the "
-        "policy the "
-        "entropy falls; where it is already near 0 the update has little left to change."
+    return t(
+        locale,
+        "tokens.note_entropy",
+        mean=f"{sum(known) / len(known):.3f}",
+        n=n,
+        low=f"<code>{low[0]}</code>",
+        low_value=f"{low[1]:.3f}",
+        high=f"<code>{high[0]}</code>",
+        high_value=f"{high[1]:.3f}",
     )
 
 
@@ -634,18 +639,39 @@ def kl_heatmap_note(groups: list[dict], locale: str = "en") -> str:
     )
 
 
-def probe_html(result: dict) -> str:
+# The probe's policy labels, as the controller writes them (English): (pattern, key), the step number kept.
+_PROBE_LABELS = (
+    (re.compile(r"^base policy \(step (?P<step>\d+)\)$"), "probe.label_base"),
+    (re.compile(r"^step (?P<step>\d+)$"), "probe.label_step"),
+    (re.compile(r"^final \(step (?P<step>\d+)\)$"), "probe.label_final"),
+    (re.compile(r"^now \(step (?P<step>\d+), training\)$"), "probe.label_now"),
+)
+
+
+def probe_label(label, locale: str = "en") -> str:
+    """A policy's label in the probe, in ``locale`` and made inert (one not known is shown as it is)."""
+    for pattern, key in _PROBE_LABELS:
+        m = pattern.match(label) if isinstance(label, str) else None
+        if m:
+            return t(locale, key, step=m["step"])
+    return text(label)
+
+
+def probe_html(result: dict, locale: str = "en") -> str:
     """The history of one prompt: one column per policy (base, snapshots, the latest), one row per sample, each
     cell tinted by the sign of its reward. The same seed for every column, so a row compares like with like."""
     steps = result.get("steps") or []
     if not steps:
-        return "<p class='rloo-empty'>No policy to sample.</p>"
-    head = "<th>#</th>" + "".join(
-        f"<th>{text(s['label'])}<br><span class='rloo-small-num'>mean reward {s['mean_reward']:+.3f}</span></th>"
-        if s.get("mean_reward") is not None
-        else f"<th>{text(s['label'])}</th>"
-        for s in steps
-    )
+        return f"<p class='rloo-empty'>{t(locale, 'probe.none')}</p>"
+
+    def column_head(s: dict) -> str:
+        if s.get("mean_reward") is None:
+            return f"<th>{probe_label(s['label'], locale)}</th>"
+        mean = t(locale, "probe.mean_reward", value=f"{s['mean_reward']:+.3f}")
+        return f"<th>{probe_label(s['label'], locale)}<br><span class='rloo-small-num'>{mean}</span></th>"
+
+    head = "<th>#</th>" + "".join(column_head(s) for s in steps)
+    empty = f"<i>{t(locale, 'common.empty')}</i>"
     k = max(len(s["samples"]) for s in steps)
     body = []
     for i in range(k):
@@ -654,32 +680,49 @@ def probe_html(result: dict) -> str:
             if i < len(s["samples"]):
                 sample = s["samples"][i]
                 cls = _sign_class(sample["reward"], tol=0.05)
-                cells.append(
-                    f"<td class='rloo-text {cls}' title='reward {sample['reward']:+.3f}'>"
-                    f"{_token_text(sample['text']) or '<i>(empty)</i>'}</td>"
-                )
+                title = t(locale, "probe.reward", value=f"{sample['reward']:+.3f}")
+                cells.append(f"<td class='rloo-text {cls}' title='{title}'>{_token_text(sample['text']) or empty}</td>")
             else:
                 cells.append("<td></td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return (
-        f"<div class='rloo-probe'><div class='rloo-prompt'>Prompt: <b>{_token_text(result.get('prompt', ''))}</b>…"
+        f"<div class='rloo-probe'><div class='rloo-prompt'>{t(locale, 'probe.prompt')} "
+        f"<b>{_token_text(result.get('prompt', ''))}</b>…"
         f"</div><table class='rloo-table rloo-probe-table'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
-def probe_note(result: dict) -> str:
+def probe_note(result: dict, locale: str = "en") -> str:
     """'What am I looking at?' for the probe, with its numbers."""
     steps = [s for s in result.get("steps") or [] if s.get("mean_reward") is not None]
     if not steps:
         return ""
     first, last = steps[0], steps[-1]
-    return (
-        f"{result.get('num_samples', len(first['samples']))} completions of the same prompt from each of "
-        f"{len(steps)} policies of this run, all with seed {result.get('seed')}: row 1 of every column starts from "
-        "the same random numbers, so a change along a row is the model's doing, not the dice's. "
-        f"Mean reward {text(first['label'])} **{first['mean_reward']:+.3f}** → {text(last['label'])} "
-        f"**{last['mean_reward']:+.3f}**. A run saves a snapshot every `snapshot_every` steps"
-        + (f" ({result['snapshot_every']} here)" if result.get("snapshot_every") else " (off in this run)")
-        + (f" and keeps at most {result['kept']}, spread over the run." if result.get("kept") else ".")
+    every = result.get("snapshot_every")
+    kept = result.get("kept")
+    return " ".join(
+        [
+            t(
+                locale,
+                "probe.note",
+                k=text(result.get("num_samples", len(first["samples"]))),
+                policies=len(steps),
+                seed=text(result.get("seed")),
+            ),
+            t(
+                locale,
+                "probe.note_means",
+                first=probe_label(first["label"], locale),
+                first_mean=f"{first['mean_reward']:+.3f}",
+                last=probe_label(last["label"], locale),
+                last_mean=f"{last['mean_reward']:+.3f}",
+            ),
+            t(
+                locale,
+                f"probe.snapshots_{'every' if every else 'off'}{'_kept' if kept else ''}",
+                every=text(every),
+                kept=text(kept),
+            ),
+        ]
     )
