@@ -54,6 +54,8 @@ tr.rloo-zero { background: rgba(128, 128, 128, 0.10); }
 td.rloo-pos { background: rgba(61, 190, 139, 0.18); }
 td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
 .rloo-small-num { font-weight: normal; font-size: 0.85em; opacity: 0.8; }
+/* a label is one long word in some languages ("классификатор", "კლასიფიკატორი"): break it inside a narrow box */
+[data-testid="block-info"] { overflow-wrap: anywhere; hyphens: auto; }
 """
 
 # The page's language. gradio chooses its locale among its own languages (Georgian is not one) before the page's
