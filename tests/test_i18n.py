@@ -250,6 +250,10 @@ def _server_views(locale):
     out += [collapse_warning({"base_perplexity": 900.0}, {"base_perplexity": 100.0}, locale)]
     records = [{"step": s, "judges/distinct_2": 0.1, "judges/repetition": 0.7} for s in range(3)]
     out += [views.live_collapse_warning(records, locale)]
+    judges = {"base": {"distinct_2": 0.8, "repetition": 0.1}, "trained": {"distinct_2": 0.1, "repetition": 0.7}}
+    sampled = {"base": [{"reward": -0.2}], "trained": [{"reward": 0.9}], "trained_on": ["vader_compound"], "seed": 0}
+    english = collapse_warning(judges["trained"], judges["base"])  # as the controller writes it into the result
+    out += [views.compare_summary({**sampled, "judges": judges, "collapse_warning": english}, locale)]
     return out
 
 
