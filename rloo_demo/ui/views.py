@@ -506,10 +506,10 @@ def token_spans_html(group: dict, index: int, measure: str = "delta", locale: st
     spans = []
     for pos, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
         numbers = " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[pos][2:], strict=True))
-        hover = f"{t(locale, 'tokens.hover', n=pos + 1)} {numbers}"
+        hover = f"{t(locale, 'tokens.hover', n=pos + 1)} {numbers}"  # escaped below: a translation may hold a quote
         spans.append(
             f"<span class='rloo-tok' style='background:{token_colour(v, measure, scale)}' "
-            f"title='{_token_text(str(piece))!s} | {hover}'>{_token_text(piece) or '∅'}</span>"
+            f"title='{_token_text(str(piece))!s} | {text(hover)}'>{_token_text(piece) or '∅'}</span>"
         )
 
     def swatch(value, key):
@@ -680,7 +680,7 @@ def probe_html(result: dict, locale: str = "en") -> str:
             if i < len(s["samples"]):
                 sample = s["samples"][i]
                 cls = _sign_class(sample["reward"], tol=0.05)
-                title = t(locale, "probe.reward", value=f"{sample['reward']:+.3f}")
+                title = text(t(locale, "probe.reward", value=f"{sample['reward']:+.3f}"))
                 cells.append(f"<td class='rloo-text {cls}' title='{title}'>{_token_text(sample['text']) or empty}</td>")
             else:
                 cells.append("<td></td>")
