@@ -12,6 +12,10 @@ ENV PYTHONUNBUFFERED=1 \
     GRADIO_SERVER_PORT=7860 \
     TOKENIZERS_PARALLELISM=false
 
+# Fonts with Georgian and Cyrillic script: the page is also in Georgian and Russian (rloo_demo/locales); the
+# plots are drawn in the browser, but server-side renders (screenshots, exports) need the glyphs too.
+RUN apt-get update && apt-get install -y --no-install-recommends fonts-noto-core && rm -rf /var/lib/apt/lists/*
+
 # Spaces run the container as uid 1000; it needs a writable HOME, HF cache and run folder.
 RUN useradd --create-home --uid 1000 user
 WORKDIR /home/user/app

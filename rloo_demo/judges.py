@@ -22,6 +22,8 @@ import math
 import re
 from collections.abc import Sequence
 
+from rloo_demo.i18n import t
+
 DISTINCT_2_MIN = 0.25  # below this share of unique bigrams, the samples say the same few things
 REPETITION_MAX = 0.5  # above this share of repeated bigrams within a sample, it is stuck in a loop
 PERPLEXITY_RATIO_MAX = 3.0  # trained samples this many times more perplexing to the base than its own samples
@@ -48,9 +50,9 @@ def distinct_n(texts: Sequence[str], n: int = 2) -> float | None:
 def repetition_rate(texts: Sequence[str], n: int = 2) -> float | None:
     """The share of n-grams that repeat an earlier n-gram of the same sample, pooled; None without n-grams."""
     repeated = total = 0
-    for t in texts:
+    for sample in texts:
         seen: set[tuple[str, ...]] = set()
-        for g in _ngrams(words(t), n):
+        for g in _ngrams(words(sample), n):
             total += 1
             repeated += g in seen
             seen.add(g)
@@ -66,28 +68,26 @@ def _number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def collapse_warning(judges: dict, base: dict | None = None) -> str | None:
+def collapse_warning(judges: dict, base: dict | None = None, locale: str = "en") -> str | None:
     """A plain sentence when the samples are repetitive, or (given the base model's own samples' judges) far less
-    likely to the base model than its own text; None when neither threshold is crossed."""
+    likely to the base model than its own text; None when neither threshold is crossed. In ``locale`` for the page
+    (the 'collapse.*' keys); the CLI's report keeps the English."""
     reasons = []
     distinct, repetition = judges.get("distinct_2"), judges.get("repetition")
     if _number(distinct) and distinct < DISTINCT_2_MIN:
-        reasons.append(f"distinct-2 {distinct:.2f} < {DISTINCT_2_MIN:g}")
+        reasons.append(t(locale, "collapse.distinct", value=f"{distinct:.2f}", limit=f"{DISTINCT_2_MIN:g}"))
     if _number(repetition) and repetition > REPETITION_MAX:
-        reasons.append(f"repetition {repetition:.2f} > {REPETITION_MAX:g}")
+        reasons.append(t(locale, "collapse.repetition", value=f"{repetition:.2f}", limit=f"{REPETITION_MAX:g}"))
     sentences = []
     if reasons:
-        sentences.append(f"Warning: {COLLAPSE_WARNING} ({'; '.join(reasons)}).")
+        sentences.append(t(locale, "collapse.warning", reasons="; ".join(reasons)))
     ppl, own = judges.get("base_perplexity"), (base or {}).get("base_perplexity")
     if _number(ppl) and _number(own) and own > 0 and ppl > PERPLEXITY_RATIO_MAX * own:
-        lead = "Also" if sentences else "Warning:"
-        sentences.append(
-            f"{lead} the base model finds the trained samples {ppl / own:.0f} times more perplexing than its own "
-            f"(perplexity {ppl:.0f} vs {own:.0f} per token): they no longer read like its language."
-        )
+        key = "collapse.perplexity_also" if sentences else "collapse.perplexity"
+        sentences.append(t(locale, key, ratio=f"{ppl / own:.0f}", trained=f"{ppl:.0f}", base=f"{own:.0f}"))
     if not sentences:
         return None
-    return " ".join(sentences) + " The reward and the classifier may not notice."
+    return " ".join([*sentences, t(locale, "collapse.unnoticed")])
 
 
 def base_perplexity(base_model, tokenizer, prompts: Sequence[str], completion_ids: Sequence[list[int]]) -> float | None:

@@ -73,6 +73,9 @@ def call_event(url, api_name, data, session_hash="hostile-session", timeout=120.
 
     config = httpx.get(f"{url}config", timeout=30).json()
     dep = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
+    # Inputs the caller leaves out are sent as null, as a browser sends a state: the page's locale (the last input
+    # of most events since the page is translated) then reads as English.
+    data = list(data) + [None] * (len(dep["inputs"]) - len(data))
     body = {
         "data": data,
         "fn_index": dep["id"],

@@ -13,6 +13,8 @@ import pytest
 from apputil import CHROMIUM, CHROMIUM_FLAGS, running_app
 from conftest import ARTIFACTS
 
+from rloo_demo.i18n import load
+
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 # Background colours of the token spans in #token-view, as the browser computed them
@@ -77,5 +79,25 @@ def test_select_a_completion_and_see_its_tokens(space_runs_dir):
         assert headers[0] == "#" and headers[1].startswith("base policy") and len(headers) == 1 + 3, headers
         assert "same random numbers" in page.inner_text("#probe-note")
         page.screenshot(path=str(ARTIFACTS / "rollouts-tokens-full.png"), full_page=True)
+
+        # the same views in Georgian and Russian: the legend, note and probe written in the page's language
+        for locale, language in (("ka", "ka-GE"), ("ru", "ru-RU")):
+            text = load(locale)
+            context = browser.new_context(locale=language, viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
+            page.goto(url)
+            page.get_by_role("tab", name=text["tab.rollouts"], exact=True).click()
+            page.wait_for_selector("#group-table [role=gridcell]", timeout=60_000)
+            page.locator("#group-table [role=gridcell]").first.click()
+            page.wait_for_selector("#token-view span.rloo-tok", timeout=30_000)
+            assert text["tokens.reinforced"] in page.inner_text("#token-view")
+            assert text["tokens.note_delta_lesson"][:30] in page.inner_text("#token-note")
+            page.wait_for_function("document.querySelector('#probe-prompt input').value.length > 0", timeout=30_000)
+            page.click("#probe-btn")
+            page.wait_for_selector("#probe-view table", timeout=120_000)
+            base = text["probe.label_base"].split("(")[0].strip()
+            assert page.locator("#probe-view th").all_inner_texts()[1].startswith(base)
+            page.screenshot(path=str(ARTIFACTS / f"i18n-{locale}-tokens.png"), full_page=True)
+            context.close()
         browser.close()
     assert (ARTIFACTS / "tokens-tab.png").stat().st_size > 10_000

@@ -20,11 +20,12 @@ import uuid
 
 import gradio as gr
 
+from rloo_demo import i18n
 from rloo_demo.limits import Limits
 from rloo_demo.runner import Runner
 from rloo_demo.ui import compare_tab, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
-from rloo_demo.ui.common import Page, caller_of, guarded
+from rloo_demo.ui.common import L, Page, caller_of, guarded
 from rloo_demo.ui.controller import Controller
 from rloo_demo.ui.gradio_internals import quiet_queue
 
@@ -53,13 +54,45 @@ tr.rloo-zero { background: rgba(128, 128, 128, 0.10); }
 td.rloo-pos { background: rgba(61, 190, 139, 0.18); }
 td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
 .rloo-small-num { font-weight: normal; font-size: 0.85em; opacity: 0.8; }
+/* a label is one long word in some languages ("классификатор", "კლასიფიკატორი"): break it inside a narrow box */
+[data-testid="block-info"] { overflow-wrap: anywhere; hyphens: auto; }
 """
 
-HEADER = """# RLOO, live
-Train a small language model with **RLOO** (REINFORCE Leave-One-Out) and watch it learn. Press **Start**: the
-embedded 1.35M-parameter GPT-2 (pretrained on IMDB reviews) learns to write positive reviews in about a minute on a
-CPU. Then open **Rollouts** to see, for every prompt, each completion's reward, its leave-one-out baseline and its
-advantage, and **Compare** to sample the base and the trained model side by side."""
+# The page's language. gradio chooses its locale among its own languages (Georgian is not one) before the page's
+# head scripts run, so this script sets ours through gradio's i18n module: an ES module is one instance per URL, so
+# importing the already loaded one again reaches the same locale store. Choice: the header selector's (kept in
+# localStorage), else the browser's first language we have, else English. ``rlooLocale`` is read on page load to
+# tell the server which language to write its text in.
+LOCALE_HEAD = f"""<script>
+(() => {{
+  const LOCALES = {list(i18n.LOCALES)!r};
+  const KEY = "{i18n.STORAGE_KEY}";
+  const pick = () => {{
+    let stored = null;
+    try {{ stored = localStorage.getItem(KEY); }} catch (e) {{}}
+    if (LOCALES.includes(stored)) return stored;
+    const wanted = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language];
+    for (const lang of wanted) {{
+      const code = String(lang || "").toLowerCase().split("-")[0];
+      if (LOCALES.includes(code)) return code;
+    }}
+    return "en";
+  }};
+  window.rlooLocale = pick;
+  window.rlooSetLocale = (code) => {{
+    if (!LOCALES.includes(code)) return;
+    try {{ localStorage.setItem(KEY, code); }} catch (e) {{}}
+    location.reload();
+  }};
+  document.documentElement.lang = pick();
+  const core = performance.getEntriesByType("resource").map((e) => e.name)
+    .find((u) => /\\/assets\\/core-[^/]*\\.js$/.test(u));
+  if (core) import(core).then((m) => m.changeLocale && m.changeLocale(pick())).catch(() => {{}});
+}})();
+</script>"""
+# On load the page sends its language with the client id (an event's ``js`` replaces the values sent).
+LOAD_JS = "(cid, lang) => [cid, window.rlooLocale ? window.rlooLocale() : 'en']"
+CHOOSE_JS = "(lang) => { if (window.rlooSetLocale) window.rlooSetLocale(lang); return [lang]; }"
 
 
 def build_app(controller: Controller) -> gr.Blocks:
@@ -70,16 +103,27 @@ def build_app(controller: Controller) -> gr.Blocks:
             client_id=gr.BrowserState("", storage_key="rloo-demo-client-id"),
             watched=gr.State(None),
             tab=gr.State("train"),
+            locale=gr.State(i18n.DEFAULT),
         )
-        gr.Markdown(HEADER)
+        with gr.Row(equal_height=False):
+            gr.Markdown(L("app.header"), elem_id="app-header")
+            language = gr.Dropdown(
+                [(name, code) for code, name in i18n.NAMES.items()],
+                value=None,
+                label=L("app.language"),
+                info=L("app.language_info"),
+                scale=0,
+                min_width=180,
+                elem_id="language",
+            )
         with gr.Tabs():
-            with gr.Tab("Train", id="train") as train_el:
+            with gr.Tab(L("tab.train"), id="train") as train_el:
                 tr = train_tab.build(page)
-            with gr.Tab("Rollouts", id="rollouts") as rollouts_el:
+            with gr.Tab(L("tab.rollouts"), id="rollouts") as rollouts_el:
                 ro = rollouts_tab.build(page, rollouts_el)
-            with gr.Tab("Compare", id="compare") as compare_el:
+            with gr.Tab(L("tab.compare"), id="compare") as compare_el:
                 compare_tab.build(page, compare_el)
-            with gr.Tab("Runs", id="runs") as runs_el:
+            with gr.Tab(L("tab.runs"), id="runs") as runs_el:
                 runs_tab.build(page, runs_el)
         for el, tab_id in ((train_el, "train"), (rollouts_el, "rollouts"), (compare_el, "compare"), (runs_el, "runs")):
             el.select(
@@ -88,17 +132,30 @@ def build_app(controller: Controller) -> gr.Blocks:
         _wire_tick(page, tr, ro)
 
         @guarded(controller, lambda msg: {page.client_id: uuid.uuid4().hex})
-        def on_load(cid):
+        def on_load(cid, lang):
             cid = cid if isinstance(cid, str) and 0 < len(cid) <= 200 else uuid.uuid4().hex
-            return {page.client_id: cid, page.watched: controller.default_run(), tr.drawn: -1, ro.shown: -1}
+            locale = controller.locale(lang)
+            return {
+                page.client_id: cid,
+                page.watched: controller.default_run(),
+                tr.drawn: -1,
+                ro.shown: -1,
+                page.locale: locale,
+                language: locale,
+                tr.status: train_tab.idle_status(locale),
+                tr.estimate: controller.estimate(tr.defaults, locale),
+            }
 
         demo.load(
             on_load,
-            page.client_id,
-            [page.client_id, page.watched, tr.drawn, ro.shown],
+            [page.client_id, language],
+            [page.client_id, page.watched, tr.drawn, ro.shown, page.locale, language, tr.status, tr.estimate],
+            js=LOAD_JS,
             api_name="page_load",
             api_visibility="private",
         )
+        # the header selector: stored in the browser and the page reloaded in that language (no server call)
+        language.input(None, language, None, js=CHOOSE_JS, api_visibility="private", queue=False)
         register_api(controller)
     return demo
 
@@ -108,7 +165,7 @@ def _wire_tick(page: Page, tr, ro) -> None:
 
     # gradio reads a returned dict as updates only if it has a key: every answer names the watched run at least.
     @guarded(controller, lambda msg: {tr.run_error: msg})
-    def tick(cid, name, drawn, smoothing, shown, follow, label, visible, request: gr.Request = None):
+    def tick(cid, name, drawn, smoothing, shown, follow, label, visible, locale="en", request: gr.Request = None):
         followed = controller.follow(name, caller_of(request, cid))
         out = {page.watched: followed}
         if followed != name:
@@ -117,17 +174,17 @@ def _wire_tick(page: Page, tr, ro) -> None:
         view = controller.view(followed)
         if view is None:
             return out
-        rendered = train_tab.render(tr, view, smoothing, drawn)
+        rendered = train_tab.render(tr, view, smoothing, drawn, locale)
         if visible != "train":  # status and error only; plots redraw when the tab shows again
             rendered = {k: v for k, v in rendered.items() if k in (tr.status, tr.run_error)}
         out.update(rendered)
         if visible == "rollouts":
-            out.update(rollouts_tab.render_latest(ro, controller, followed, label, follow, shown))
+            out.update(rollouts_tab.render_latest(ro, controller, followed, label, follow, shown, locale))
         return out
 
     gr.Timer(TICK_SECONDS).tick(
         tick,
-        [page.client_id, page.watched, tr.drawn, tr.smoothing, ro.shown, ro.follow, ro.group, page.tab],
+        [page.client_id, page.watched, tr.drawn, tr.smoothing, ro.shown, ro.follow, ro.group, page.tab, page.locale],
         [page.watched, tr.status, tr.run_error, *tr.plots, tr.drawn, *ro.outputs, ro.shown],
         show_progress="hidden",
         # callable by clients (scripts/bench_app.py simulates watching pages with it), hidden from the API docs
@@ -145,6 +202,8 @@ def launch_options(limits: Limits) -> dict:
         "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         "theme": gr.themes.Soft(),
         "css": CSS,
+        "head": LOCALE_HEAD,
+        "i18n": gr.I18n(**i18n.translations(min_variance_every=limits.min_variance_every)),
         "show_error": True,
         "max_file_size": 1,
     }

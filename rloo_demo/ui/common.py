@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 from dataclasses import dataclass
 
 import gradio as gr
 from gradio.components.plot import PlotData
+from gradio.i18n import I18nData
 
+from rloo_demo import i18n
 from rloo_demo.errors import UserError
 from rloo_demo.ui.controller import Caller, Controller
 
@@ -24,6 +27,15 @@ class Page:
     client_id: gr.BrowserState  # a random id in the browser's localStorage: who started a run, across reloads
     watched: gr.State  # name of the run this page follows
     tab: gr.State  # the visible tab: a tick renders only what the page shows
+    locale: gr.State  # the page's language (one of i18n.LOCALES), set on load: the server's text is written in it
+
+
+def L(key: str) -> I18nData:  # noqa: N802 (short on purpose: it wraps every label)
+    """Text fixed when the page is built, as a key the browser translates (``gr.I18n``, given to ``launch``):
+    ``L("train.start")`` shows "Start", "Pornește", "დაწყება" or "Старт". An unknown key fails at build time."""
+    if key not in i18n.load(i18n.DEFAULT):
+        raise KeyError(f"no translation key {key!r} in en.json")
+    return I18nData(key)
 
 
 def caller_of(request: gr.Request | None, client_id=None) -> Caller:
@@ -46,20 +58,35 @@ def guarded(controller: Controller, on_error):
     """Wrap an event handler so that nothing it raises reaches gradio as a raw error or breaks the page: a
     ``UserError`` (or any bug, reported as a bug) becomes ``on_error(message)``, the handler's normal output."""
 
+    takes_locale = on_error.__code__.co_argcount == 2  # on_error(message, locale): a frame in the page's language
+
     def decorate(fn):
+        signature = inspect.signature(fn)
+
+        def fail(exc, args, kwargs):
+            if not takes_locale:
+                return on_error(controller.error_text(exc))
+            try:
+                locale = signature.bind_partial(*args, **kwargs).arguments.get("locale")
+            except TypeError:
+                locale = None
+            return on_error(controller.error_text(exc), i18n.normalize(locale))
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
             except UserError as exc:
-                return on_error(controller.error_text(exc))
+                return fail(exc, args, kwargs)
             except Exception as exc:  # a bug: logged with its traceback, shown as one
-                return on_error(controller.error_text(exc))
+                return fail(exc, args, kwargs)
 
         return wrapper
 
     return decorate
 
 
-def error_markdown(message: str) -> str:
-    return f"**Error:** {message}" if "\n" not in message else f"**Error:**\n\n{message}"
+def error_markdown(message: str, locale: str = "en") -> str:
+    """An error in the page's language; the message itself (from the engine or the limits) stays English."""
+    head = i18n.t(locale, "common.error")
+    return f"{head} {message}" if "\n" not in message else f"{head}\n\n{message}"

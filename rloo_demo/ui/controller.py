@@ -208,6 +208,14 @@ class Controller:
             text = text.replace(root, "<runs>")
         return _ABSOLUTE_PATH.sub("<path>", text)
 
+    @staticmethod
+    def locale(value) -> str:
+        """The page's language from what a caller sent (the browser's, on load): one of ``i18n.LOCALES``, anything
+        else English. Only the code is kept, so nothing a caller sends is reflected into the page."""
+        from rloo_demo.i18n import normalize
+
+        return normalize(value)
+
     # ------------------------------------------------------------------ starting and stopping
 
     def parse_settings(self, settings) -> RunConfig:
@@ -239,16 +247,18 @@ class Controller:
 
         return self.start(form_settings(values), caller)
 
-    def stop(self, name, caller: Caller) -> str:
+    def stop(self, name, caller: Caller, locale: str = "en") -> str:
+        from rloo_demo.i18n import t
+
         if not isinstance(name, str) or not name:
-            return "Nothing to stop."
+            return t(locale, "train.nothing_to_stop")
         try:
             self.runner.stop(name, caller.client_id)
         except UserError as exc:
             return self.error_text(exc)
-        return f"stop requested: {name} stops at the end of the current step"
+        return t(locale, "train.stop_requested", name=name)
 
-    def estimate(self, values: dict) -> str:
+    def estimate(self, values: dict, locale: str = "en") -> str:
         """Before Start: how long the run will take here, and whether the compute budget will cut it short."""
         from rloo_demo.prechecks import prerun_warnings
         from rloo_demo.ui.forms import form_settings
@@ -259,8 +269,9 @@ class Controller:
         except UserError as exc:
             return self.error_text(exc)
         step = self.step_seconds(config)
-        line = estimate_text(config, step, self.limits.max_run_seconds) + meter_estimate_text(config, step)
-        return line + prechecks_markdown(prerun_warnings(config))
+        line = estimate_text(config, step, self.limits.max_run_seconds, locale)
+        line += meter_estimate_text(config, step, locale)
+        return line + prechecks_markdown(prerun_warnings(config, locale))
 
     def step_seconds(self, config: RunConfig) -> float:
         """Seconds per step for a config, scaled from the latest finished run of the same policy on this server

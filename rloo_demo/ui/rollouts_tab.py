@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 from rloo_demo import plots
-from rloo_demo.ui.common import Page, as_plot, caller_of, error_markdown, guarded
+from rloo_demo.i18n import localize_figure, t
+from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
 from rloo_demo.ui.views import (
     MEASURES,
     arithmetic_markdown,
@@ -28,29 +29,12 @@ from rloo_demo.ui.views import (
 
 SIDE_TEXT_CHARS = 40  # completion text in the narrow per-group table; the full text is in the tables beside it
 
-EXPLANATION = """
-#### How RLOO turns rewards into updates
-- **The whole completion is one action.** The policy samples K completions per prompt; each gets one reward
-  (a score of the finished text), and the update raises or lowers the log-probability of the *whole* completion
-  in proportion to its advantage. There is no per-token credit assignment and no value model.
-- **Leave-one-out baseline.** A completion is compared with the mean reward of the *other* K−1 completions of the
-  same prompt. The baseline never includes the completion itself, so it adds no bias, and the advantages of a group
-  sum to zero: what one gains, its siblings lose.
-- **KL in the reward.** Before the baseline, β times the completion's summed log-ratio to the frozen reference is
-  subtracted from its reward, so drifting far from the reference costs reward.
-- **Three models, not four.** RLOO holds the policy, the reference and the reward model. PPO also trains a value
-  model of the policy's size; published comparisons report 50–70% less GPU memory and 2–3× faster runs for RLOO.
-- **Why K ≥ 4.** The baseline is a mean of K−1 samples: with K=2 it is a single sibling's reward, a noisy yardstick.
-  More siblings give a steadier baseline and lower-variance gradients, at K forward passes per prompt.
-- **Why leave-one-out, rather than none, a value network or GRPO's mean and std?** No baseline (REINFORCE) lets the
-  reward's offset add noise to every update; a value network (PPO) costs a fourth model; GRPO's group mean includes
-  the completion itself (a (K−1)/K shrink) and its std rescales each group differently. The table under the
-  arithmetic shows the selected group under each choice; the Train tab's variance meter and
-  `python -m rloo_demo arena` measure what each choice does to the gradient and to training.
-"""
+
+def no_token_selection(locale: str = "en") -> str:
+    return f"<p class='rloo-empty'>{t(locale, 'rollouts.no_token_selection')}</p>"
 
 
-NO_TOKEN_SELECTION = "<p class='rloo-empty'>Select a completion in the table above to see its tokens.</p>"
+NO_TOKEN_SELECTION = no_token_selection()
 
 
 def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
@@ -59,51 +43,46 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             with gr.Row():
-                ui.step = gr.Slider(1, 2, value=1, step=1, label="Step", elem_id="rollout-step", scale=3)
-                ui.follow = gr.Checkbox(True, label="Follow the latest step", scale=1)
-            ui.groups = gr.HTML("<p class='rloo-empty'>No rollouts yet.</p>", elem_id="rollout-groups")
+                ui.step = gr.Slider(1, 2, value=1, step=1, label=L("rollouts.step"), elem_id="rollout-step", scale=3)
+                ui.follow = gr.Checkbox(True, label=L("rollouts.follow"), scale=1)
+            ui.groups = gr.HTML(L("rollouts.none"), elem_id="rollout-groups")
         with gr.Column(scale=2, min_width=360):
-            ui.group = gr.Dropdown([], label="Prompt group", info="chart and arithmetic for one group")
-            ui.group_plot = gr.Plot(
-                label="Shaped reward vs leave-one-out baseline", show_label=False, elem_id="group-plot"
-            )
+            ui.group = gr.Dropdown([], label=L("rollouts.group"), info=L("rollouts.group_info"))
+            ui.group_plot = gr.Plot(label=L("rollouts.group_plot"), show_label=False, elem_id="group-plot")
             ui.table = gr.Dataframe(
-                label="Select a completion to see its arithmetic",
+                label=L("rollouts.table"),
                 interactive=False,
                 wrap=True,
                 max_height=320,
                 elem_id="group-table",
             )
-            ui.arithmetic = gr.Markdown("Select a row above.", elem_id="arithmetic")
+            ui.arithmetic = gr.Markdown(L("common.select_row"), elem_id="arithmetic")
             ui.whatif = gr.Markdown("", elem_id="whatif")
-            with gr.Accordion("What am I looking at?", open=False):
-                gr.Markdown(EXPLANATION)
+            with gr.Accordion(L("common.what"), open=False):
+                gr.Markdown(L("rollouts.explanation"))
     with gr.Column(elem_id="tokens-section"):
-        gr.Markdown("#### Token by token: what the update did to each token, and where the KL lives")
+        gr.Markdown(L("rollouts.tokens_title"))
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
                 ui.measure = gr.Radio(
-                    [(label, key) for key, label in MEASURES.items()],
+                    [(L(f"measure.{key}"), key) for key in MEASURES],
                     value="delta",
-                    label="Colour the tokens by",
+                    label=L("rollouts.measure"),
                     elem_id="token-measure",
                 )
-                ui.tokens = gr.HTML(NO_TOKEN_SELECTION, elem_id="token-view")
-                with gr.Accordion("What am I looking at?", open=True):
+                ui.tokens = gr.HTML(L("rollouts.no_token_selection"), elem_id="token-view")
+                with gr.Accordion(L("common.what"), open=True):
                     ui.token_note = gr.Markdown("", elem_id="token-note")
             with gr.Column(scale=2, min_width=360):
-                ui.heatmap = gr.Plot(label="Per-token KL over the batch", show_label=False, elem_id="kl-heatmap")
-                with gr.Accordion("What am I looking at?", open=True):
+                ui.heatmap = gr.Plot(label=L("rollouts.heatmap"), show_label=False, elem_id="kl-heatmap")
+                with gr.Accordion(L("common.what"), open=True):
                     ui.heatmap_note = gr.Markdown("", elem_id="kl-heatmap-note")
     with gr.Column(elem_id="probe-section"):
-        gr.Markdown(
-            "#### History of a prompt\nK completions of one held-out prompt from the base policy, each snapshot the "
-            "run kept, and its latest policy: the same seed for every one."
-        )
+        gr.Markdown(L("rollouts.probe_intro"))
         with gr.Row():
             ui.probe_prompt = gr.Dropdown(
                 [],
-                label="Held-out prompt (or type one)",
+                label=L("rollouts.probe_prompt"),
                 allow_custom_value=True,
                 scale=3,
                 elem_id="probe-prompt",
@@ -111,10 +90,10 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
             ui.probe_k = gr.Slider(
                 1, min(8, limits.max_compare_samples), value=min(4, limits.max_compare_samples), step=1, label="K"
             )
-            ui.probe_seed = gr.Number(0, label="Seed", precision=0, minimum=0)
-            ui.probe = gr.Button("Probe", elem_id="probe-btn", scale=0, min_width=100)
+            ui.probe_seed = gr.Number(0, label=L("common.seed"), precision=0, minimum=0)
+            ui.probe = gr.Button(L("rollouts.probe"), elem_id="probe-btn", scale=0, min_width=100)
         ui.probe_view = gr.HTML("", elem_id="probe-view")
-        with gr.Accordion("What am I looking at?", open=True):
+        with gr.Accordion(L("common.what"), open=True):
             ui.probe_note = gr.Markdown("", elem_id="probe-note")
     ui.shown = gr.State(-1)  # the step whose rollouts are shown (-1: none yet)
     ui.selected = gr.State(None)  # the completion in the token view: {"step", "label", "index"}
@@ -126,109 +105,118 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
     return ui
 
 
-def _pick(groups: list[dict], label) -> tuple[dict | None, list[str], str | None]:
-    labels = [group_label(g) for g in groups]
+def _pick(groups: list[dict], label, locale: str = "en") -> tuple[dict | None, list[str], str | None]:
+    labels = [group_label(g, locale) for g in groups]
     if not labels:
         return None, labels, None
     chosen = label if label in labels else labels[0]
     return groups[labels.index(chosen)], labels, chosen
 
 
-def step_view(ui: SimpleNamespace, controller, name, step, label, steps=None) -> dict:
+def step_view(ui: SimpleNamespace, controller, name, step, label, steps=None, locale: str = "en") -> dict:
     """Everything the tab shows for one step of a run."""
     steps = steps if steps is not None else controller.rollout_steps(name)
     groups = controller.rollouts(name, step)
-    g, labels, chosen = _pick(groups, label)
+    g, labels, chosen = _pick(groups, label, locale)
     out = {
         ui.step: gr.Slider(minimum=steps[0] if steps else 1, maximum=max(steps[-1] if steps else 1, 2), value=step),
-        ui.groups: groups_html(groups),
+        ui.groups: groups_html(groups, locale),
         ui.group: gr.Dropdown(choices=labels, value=chosen),
         ui.shown: step,
-        ui.heatmap: as_plot(plots.kl_heatmap(groups)),
-        ui.heatmap_note: kl_heatmap_note(groups),
+        ui.heatmap: as_plot(localize_figure(plots.kl_heatmap(groups), locale)),
+        ui.heatmap_note: kl_heatmap_note(groups, locale),
     }
     if g is None:
         out.update({ui.group_plot: None, ui.table: None, ui.whatif: ""})
     else:
-        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
+        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS, locale=locale)
         out.update(
             {
-                ui.group_plot: as_plot(plots.group_figure(g)),
+                ui.group_plot: as_plot(localize_figure(plots.group_figure(g), locale)),
                 ui.table: gr.Dataframe(value=rows, headers=headers),
-                ui.whatif: whatif_markdown(groups, labels.index(chosen)),
+                ui.whatif: whatif_markdown(groups, labels.index(chosen), locale),
             }
         )
     return out
 
 
-def render_latest(ui: SimpleNamespace, controller, name, label, follow, shown) -> dict:
+def render_latest(ui: SimpleNamespace, controller, name, label, follow, shown, locale: str = "en") -> dict:
     """A tick's update: the newest step, when the page follows it and it is not yet shown."""
     steps = controller.rollout_steps(name)
     if not steps or not follow or steps[-1] == shown:
         return {}
-    return step_view(ui, controller, name, steps[-1], label, steps)
+    return step_view(ui, controller, name, steps[-1], label, steps, locale)
 
 
-def _completion(controller, name, step, label, index) -> tuple[dict | None, int | None]:
+def _completion(controller, name, step, label, index, locale="en") -> tuple[dict | None, int | None]:
     """The group and index of a selected completion, or (None, None) for anything that does not name one."""
-    g, _, _ = _pick(controller.rollouts(name, step), label)
+    g, _, _ = _pick(controller.rollouts(name, step), label, locale)
     if g is None or isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(g["completions"]):
         return None, None
     return g, index
 
 
-def token_view(controller, selected, measure) -> tuple[str, str]:
+def token_view(controller, selected, measure, locale: str = "en") -> tuple[str, str]:
     """The token spans and their note for a selection (a dict the page keeps in its state)."""
     if not isinstance(selected, dict):
-        return NO_TOKEN_SELECTION, ""
+        return no_token_selection(locale), ""
     g, index = _completion(
-        controller, selected.get("name"), selected.get("step"), selected.get("label"), selected.get("index")
+        controller, selected.get("name"), selected.get("step"), selected.get("label"), selected.get("index"), locale
     )
     if g is None:
-        return NO_TOKEN_SELECTION, ""
-    return token_spans_html(g, index, measure), token_note_markdown(g, index, measure)
+        return no_token_selection(locale), ""
+    return token_spans_html(g, index, measure, locale), token_note_markdown(g, index, measure, locale)
 
 
 def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     controller = page.controller
 
-    @guarded(controller, lambda msg: {ui.arithmetic: error_markdown(msg)})
-    def pick_step(name, step, label):
-        return step_view(ui, controller, name, step, label)
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def pick_step(name, step, label, locale="en"):
+        return step_view(ui, controller, name, step, label, locale=locale)
 
-    ui.step.release(pick_step, [page.watched, ui.step, ui.group], [*ui.outputs, ui.shown], api_visibility="private")
+    ui.step.release(
+        pick_step,
+        [page.watched, ui.step, ui.group, page.locale],
+        [*ui.outputs, ui.shown],
+        api_visibility="private",
+    )
 
-    @guarded(controller, lambda msg: {ui.arithmetic: error_markdown(msg)})
-    def pick_group(name, step, label):
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def pick_group(name, step, label, locale="en"):
         groups = controller.rollouts(name, step)
-        g, labels, chosen = _pick(groups, label)
+        g, labels, chosen = _pick(groups, label, locale)
         if g is None:
-            return {ui.arithmetic: "Select a row above."}
-        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS)
+            return {ui.arithmetic: t(locale, "common.select_row")}
+        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS, locale=locale)
         return {
-            ui.group_plot: as_plot(plots.group_figure(g)),
+            ui.group_plot: as_plot(localize_figure(plots.group_figure(g), locale)),
             ui.table: gr.Dataframe(value=rows, headers=headers),
-            ui.arithmetic: "Select a row above.",
-            ui.whatif: whatif_markdown(groups, labels.index(chosen)),
+            ui.arithmetic: t(locale, "common.select_row"),
+            ui.whatif: whatif_markdown(groups, labels.index(chosen), locale),
         }
 
     ui.group.input(
         pick_group,
-        [page.watched, ui.step, ui.group],
+        [page.watched, ui.step, ui.group, page.locale],
         [ui.group_plot, ui.table, ui.arithmetic, ui.whatif],
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg: {ui.arithmetic: error_markdown(msg)})
-    def pick_completion(name, step, label, measure, evt: gr.SelectData):
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def pick_completion(name, step, label, measure, locale="en", evt: gr.SelectData = None):
         index = evt.index[0] if evt is not None and isinstance(evt.index, list | tuple) and evt.index else None
-        g, index = _completion(controller, name, step, label, index)
+        g, index = _completion(controller, name, step, label, index, locale)
         if g is None:
-            return {ui.arithmetic: "Select a row above.", ui.selected: None, ui.tokens: NO_TOKEN_SELECTION}
-        selected = {"name": name, "step": g["step"], "label": group_label(g), "index": index}
-        spans, note = token_view(controller, selected, measure)
+            return {
+                ui.arithmetic: t(locale, "common.select_row"),
+                ui.selected: None,
+                ui.tokens: no_token_selection(locale),
+            }
+        selected = {"name": name, "step": g["step"], "label": group_label(g, locale), "index": index}
+        spans, note = token_view(controller, selected, measure, locale)
         return {
-            ui.arithmetic: arithmetic_markdown(g, index),
+            ui.arithmetic: arithmetic_markdown(g, index, locale),
             ui.selected: selected,
             ui.tokens: spans,
             ui.token_note: note,
@@ -236,47 +224,47 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
 
     ui.table.select(
         pick_completion,
-        [page.watched, ui.step, ui.group, ui.measure],
+        [page.watched, ui.step, ui.group, ui.measure, page.locale],
         [ui.arithmetic, ui.selected, ui.tokens, ui.token_note],
         api_name="rollouts_completion",
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg: {ui.token_note: error_markdown(msg)})
-    def pick_measure(selected, measure):
-        spans, note = token_view(controller, selected, measure)
+    @guarded(controller, lambda msg, locale: {ui.token_note: error_markdown(msg, locale)})
+    def pick_measure(selected, measure, locale="en"):
+        spans, note = token_view(controller, selected, measure, locale)
         return {ui.tokens: spans, ui.token_note: note}
 
     ui.measure.change(
         pick_measure,
-        [ui.selected, ui.measure],
+        [ui.selected, ui.measure, page.locale],
         [ui.tokens, ui.token_note],
         api_name="rollouts_token_measure",
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg: {ui.probe_note: error_markdown(msg)})
-    def refresh_prompts(name, current):
+    @guarded(controller, lambda msg, locale: {ui.probe_note: error_markdown(msg, locale)})
+    def refresh_prompts(name, current, locale="en"):
         choices = controller.heldout_choices(name)
         value = current if isinstance(current, str) and current else (choices[0] if choices else None)
         return {ui.probe_prompt: gr.Dropdown(choices=choices, value=value)}
 
     tab.select(
         refresh_prompts,
-        [page.watched, ui.probe_prompt],
+        [page.watched, ui.probe_prompt, page.locale],
         [ui.probe_prompt, ui.probe_note],
         api_name="rollouts_prompts",
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg: {ui.probe_view: "", ui.probe_note: error_markdown(msg)})
-    def probe(cid, name, prompt, k, seed, request: gr.Request = None):
+    @guarded(controller, lambda msg, locale: {ui.probe_view: "", ui.probe_note: error_markdown(msg, locale)})
+    def probe(cid, name, prompt, k, seed, locale="en", request: gr.Request = None):
         result = controller.probe(name, prompt, k, seed, caller_of(request, cid))
-        return {ui.probe_view: probe_html(result), ui.probe_note: probe_note(result)}
+        return {ui.probe_view: probe_html(result, locale), ui.probe_note: probe_note(result, locale)}
 
     ui.probe.click(
         probe,
-        [page.client_id, page.watched, ui.probe_prompt, ui.probe_k, ui.probe_seed],
+        [page.client_id, page.watched, ui.probe_prompt, ui.probe_k, ui.probe_seed, page.locale],
         [ui.probe_view, ui.probe_note],
         api_name="rollouts_probe",
         api_visibility="private",

@@ -5,10 +5,12 @@ HTML tables, Markdown, status lines and CLI commands. No gradio import, so they 
 from __future__ import annotations
 
 import html
+import re
 import shlex
 from dataclasses import fields
 
 from rloo_demo.config import RunConfig
+from rloo_demo.i18n import t
 from rloo_demo.prompts import prompt_text
 
 POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
@@ -41,22 +43,24 @@ def text(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def estimate_text(config: RunConfig, step_seconds: float, budget: float | None) -> str:
+def estimate_text(config: RunConfig, step_seconds: float, budget: float | None, locale: str = "en") -> str:
     """'About 45 s: 150 steps × 0.26 s' before Start, and where this server's compute budget would stop it."""
     total = LOAD_SECONDS + config.max_steps * step_seconds
-    line = (
-        f"Estimated time: about **{_duration(total)}** ({config.max_steps} steps × {step_seconds:.2f} s for "
-        f"{config.completions_per_step} completions of up to {config.max_new_tokens} tokens)"
+    line = t(
+        locale,
+        "estimate.line",
+        total=_duration(total),
+        steps=config.max_steps,
+        seconds=f"{step_seconds:.2f}",
+        completions=config.completions_per_step,
+        tokens=config.max_new_tokens,
     )
     if budget is not None:
         if total > budget:
             steps = max(0, int((budget - LOAD_SECONDS) / step_seconds))
-            line += (
-                f". **This server stops runs after {_duration(budget)}**: this one would stop near step {steps} "
-                "and keep its model."
-            )
+            line += t(locale, "estimate.over_budget", budget=_duration(budget), steps=steps)
         else:
-            line += f"; this server's limit is {_duration(budget)} a run."
+            line += t(locale, "estimate.budget", budget=_duration(budget))
     return line
 
 
@@ -67,38 +71,54 @@ def status_line(
     elapsed: float | None,
     name: str = "",
     reason: str | None = None,
+    locale: str = "en",
 ) -> str:
-    """'step x / N · elapsed · ETA · steps/s' for a run."""
+    """'step x / N · elapsed · ETA · steps/s' for a run (a run's stop reason stays as the engine wrote it)."""
     step = records[-1].get("step", 0) if records else 0
     # Rate over training time only (from the first logged step), so model loading does not inflate the ETA.
     trained_for = records[-1].get("time") if records else None
     rate = step / trained_for if trained_for and step else None
     eta = (max_steps - step) / rate if rate and status == "running" else None
-    parts = [f"**{text(status)}**", f"step {step} / {max_steps}", f"elapsed {_duration(elapsed)}"]
+    parts = [
+        f"**{status_word(status, locale)}**",
+        t(locale, "status.step", step=step, max_steps=max_steps),
+        t(locale, "status.elapsed", elapsed=_duration(elapsed)),
+    ]
     if status == "running":
-        parts.append(f"ETA {_duration(eta)}")
-    parts.append(f"{rate:.2f} steps/s" if rate else "– steps/s")
+        parts.append(t(locale, "status.eta", eta=_duration(eta)))
+    parts.append(t(locale, "status.rate", rate=f"{rate:.2f}" if rate else "–"))
     if records and isinstance(records[-1].get("reward"), int | float):
-        parts.append(f"reward {records[-1]['reward']:+.3f}")
+        parts.append(t(locale, "status.reward", reward=f"{records[-1]['reward']:+.3f}"))
     if name:
-        parts.append(f"run <code>{text(name)}</code>")
+        parts.append(t(locale, "status.run", name=f"<code>{text(name)}</code>"))
     line = " · ".join(parts)
     if reason and status == "stopped":
-        line += f"<br>stopped because {text(reason)}"
+        line += "<br>" + t(locale, "status.stopped_because", reason=text(reason))
     return line
 
 
-def group_label(group: dict) -> str:
+def status_word(status, locale: str = "en") -> str:
+    """A run's status ('running', 'finished', ...) in ``locale``; an unknown one as it is, made inert."""
+    key = f"status.{status}"
+    return (
+        t(locale, key)
+        if isinstance(status, str) and status in ("running", "finished", "stopped", "failed")
+        else text(status)
+    )
+
+
+def group_label(group: dict, locale: str = "en") -> str:
     """The dropdown label of a prompt group."""
-    return f"Prompt {group['group'] + 1}: {prompt_text(group['prompt'])[:40]}"
+    return f"{t(locale, 'groups.prompt', n=group['group'] + 1)}: {prompt_text(group['prompt'])[:40]}"
 
 
-def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], list[list]]:
+def group_rows(group: dict, text_chars: int | None = None, locale: str = "en") -> tuple[list[str], list[list]]:
     """Headers and rows of one prompt group: completion, raw scores, -beta*KL, shaped reward, baseline, advantage.
 
     ``text_chars`` shortens the completion text (for the narrow side table)."""
     names = list(group["weights"])
-    headers = ["#", "completion", *names, "−β·KL", "shaped reward", "LOO baseline", "advantage"]
+    headers = ["#", t(locale, "col.completion"), *names, "−β·KL"]
+    headers += [t(locale, f"col.{key}") for key in ("shaped_reward", "baseline", "advantage")]
     rows = []
     for i, c in enumerate(group["completions"], 1):
         rows.append(
@@ -115,28 +135,29 @@ def group_rows(group: dict, text_chars: int | None = None) -> tuple[list[str], l
     return headers, rows
 
 
-def groups_html(groups: list[dict]) -> str:
+def groups_html(groups: list[dict], locale: str = "en") -> str:
     """Every prompt group of a step as a table, rows coloured by the sign of their advantage."""
     if not groups:
-        return "<p class='rloo-empty'>No rollouts yet. Start a run, or pick a run that has steps.</p>"
+        return f"<p class='rloo-empty'>{t(locale, 'groups.empty')}</p>"
     out = []
+    empty = f"<i>{t(locale, 'common.empty')}</i>"
     for g in groups:
-        headers, rows = group_rows(g)
+        headers, rows = group_rows(g, locale=locale)
         head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
         body = []
         for row, c in zip(rows, g["completions"], strict=True):
-            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or '<i>(empty)</i>'}</td>"]
+            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or empty}</td>"]
             cells += [f"<td>{v:+.3f}</td>" for v in row[2:]]
             body.append(f"<tr class='{_sign_class(c['advantage'])}'>{''.join(cells)}</tr>")
         out.append(
-            f"<div class='rloo-group'><div class='rloo-prompt'>Prompt {g['group'] + 1}: "
+            f"<div class='rloo-group'><div class='rloo-prompt'>{t(locale, 'groups.prompt', n=g['group'] + 1)}: "
             f"<b>{html.escape(prompt_text(g['prompt']))}</b>…</div>"
             f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
     return "".join(out)
 
 
-def arithmetic_markdown(group: dict, index: int) -> str:
+def arithmetic_markdown(group: dict, index: int, locale: str = "en") -> str:
     """The arithmetic behind one completion's advantage, with the real numbers of the run."""
     comps = group["completions"]
     k = len(comps)
@@ -145,56 +166,88 @@ def arithmetic_markdown(group: dict, index: int) -> str:
     beta = group["beta"]
     score_terms = " + ".join(f"{w:g}·{c['scores'][n]:+.3f} ({n})" for n, w in group["weights"].items())
     lines = [
-        f"**Completion #{index + 1}** of prompt {group['group'] + 1} (step {group['step']}):",
-        f"> {html.escape(c['text']) or '(empty)'}",
+        t(locale, "arith.head", index=index + 1, group=group["group"] + 1, step=group["step"]),
+        f"> {html.escape(c['text']) or t(locale, 'common.empty')}",
         "",
-        f"1. weighted reward = {score_terms} = **{c['weighted_reward']:+.4f}**",
-        f"2. shaped reward = weighted reward − β·KL = {c['weighted_reward']:+.4f} − {beta:g}·{c['kl']:.4f} "
-        f"= **{c['shaped_reward']:+.4f}**  (KL = Σ over its {c['num_tokens']} tokens of log π − log π_ref)",
-        (
-            "3. baseline = **0**: this run trains plain REINFORCE (no baseline)"
-            if group.get("baseline_kind") == "none"
-            else f"3. baseline = mean of the other {k - 1} shaped rewards = ("
-            + " + ".join(f"({r:+.4f})" for _, r in others)
-            + f") / {k - 1} = **{c['baseline']:+.4f}**"
+        t(locale, "arith.weighted", terms=score_terms, value=f"{c['weighted_reward']:+.4f}"),
+        t(
+            locale,
+            "arith.shaped",
+            weighted=f"{c['weighted_reward']:+.4f}",
+            beta=f"{beta:g}",
+            kl=f"{c['kl']:.4f}",
+            shaped=f"{c['shaped_reward']:+.4f}",
+            tokens=c["num_tokens"],
         ),
-        f"4. advantage = shaped reward − baseline = {c['shaped_reward']:+.4f} − ({c['baseline']:+.4f}) "
-        f"= **{c['raw_advantage']:+.4f}**",
+        (
+            t(locale, "arith.no_baseline")
+            if group.get("baseline_kind") == "none"
+            else t(
+                locale,
+                "arith.baseline",
+                others=k - 1,
+                terms=" + ".join(f"({r:+.4f})" for _, r in others),
+                baseline=f"{c['baseline']:+.4f}",
+            )
+        ),
+        t(
+            locale,
+            "arith.advantage",
+            shaped=f"{c['shaped_reward']:+.4f}",
+            baseline=f"{c['baseline']:+.4f}",
+            advantage=f"{c['raw_advantage']:+.4f}",
+        ),
     ]
     if group.get("normalize_advantages") and "normalization" in group:
         n = group["normalization"]
         lines.append(
-            f"5. normalised over the batch: ({c['raw_advantage']:+.4f} − {n['mean']:+.4f}) / ({n['std']:.4f} + "
-            f"{n['eps']:g}) = **{c['advantage']:+.4f}**"
+            t(
+                locale,
+                "arith.normalized",
+                raw=f"{c['raw_advantage']:+.4f}",
+                mean=f"{n['mean']:+.4f}",
+                std=f"{n['std']:.4f}",
+                eps=f"{n['eps']:g}",
+                advantage=f"{c['advantage']:+.4f}",
+            )
         )
-    verdict = "pushed **up**" if c["advantage"] > 0 else "pushed **down**" if c["advantage"] < 0 else "left alone"
-    lines += ["", f"The whole completion's log-probability is {verdict} in proportion to {c['advantage']:+.4f}."]
-    kl_line = kl_estimators_markdown(c, beta)
+    verdict = t(locale, "arith.up" if c["advantage"] > 0 else "arith.down" if c["advantage"] < 0 else "arith.alone")
+    lines += ["", t(locale, "arith.verdict", verdict=verdict, advantage=f"{c['advantage']:+.4f}")]
+    kl_line = kl_estimators_markdown(c, beta, locale)
     if kl_line:
         lines += ["", kl_line]
     return "\n".join(lines)
 
 
-def compare_table(samples: list[dict]) -> tuple[list[str], list[list]]:
+def compare_table(samples: list[dict], locale: str = "en") -> tuple[list[str], list[list]]:
     """Headers and rows of one side of Compare: scores first (the completion is the wide column and would push
     them out of view), then the completion."""
     names = list(samples[0]["scores"]) if samples else []
     rows = [[round(s["reward"], 3), *[round(s["scores"][k], 3) for k in names], s["text"]] for s in samples]
-    return ["reward", *names, "completion"], rows
+    return [t(locale, "col.reward"), *names, t(locale, "col.completion")], rows
 
 
-def compare_summary(result: dict) -> str:
-    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning."""
+def compare_summary(result: dict, locale: str = "en") -> str:
+    """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning (written
+    again in ``locale`` from the judges it was made of)."""
     mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
-    line = (
-        f"Mean reward ({text(' + '.join(result['trained_on']))}): base **{mean['base']:+.3f}**, "
-        f"trained **{mean['trained']:+.3f}** · same seed {result['seed']} for both"
+    line = t(
+        locale,
+        "compare.summary",
+        rewards=text(" + ".join(result["trained_on"])),
+        base=f"{mean['base']:+.3f}",
+        trained=f"{mean['trained']:+.3f}",
+        seed=text(result["seed"]),
     )
     judges = result.get("judges")
     if isinstance(judges, dict) and "base" in judges and "trained" in judges:
-        line += "<br>" + judges_line(judges)
+        line += "<br>" + judges_line(judges, locale)
     if result.get("collapse_warning"):
-        line += f"<br>**{text(result['collapse_warning'])}**"
+        from rloo_demo.judges import collapse_warning
+
+        judged = judges if isinstance(judges, dict) and isinstance(judges.get("trained"), dict) else None
+        warning = collapse_warning(judged["trained"], judged.get("base"), locale) if judged else None
+        line += f"<br>**{text(warning or result['collapse_warning'])}**"
     return line
 
 
@@ -202,18 +255,22 @@ def _judge(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
 
 
-def judges_line(judges: dict) -> str:
+def judges_line(judges: dict, locale: str = "en") -> str:
     """'distinct-2 0.91 → 0.12 · repetition ... · base perplexity ...' (base → trained)."""
-    b, t = judges.get("base") or {}, judges.get("trained") or {}
-    return (
-        f"Judges of the text (base → trained): distinct-2 {_judge(b.get('distinct_2'), '.2f')} → "
-        f"{_judge(t.get('distinct_2'), '.2f')} · repetition {_judge(b.get('repetition'), '.2f')} → "
-        f"{_judge(t.get('repetition'), '.2f')} · base model's perplexity {_judge(b.get('base_perplexity'), '.0f')} → "
-        f"{_judge(t.get('base_perplexity'), '.0f')}"
+    b, tr = judges.get("base") or {}, judges.get("trained") or {}
+    return t(
+        locale,
+        "compare.judges",
+        d_base=_judge(b.get("distinct_2"), ".2f"),
+        d_trained=_judge(tr.get("distinct_2"), ".2f"),
+        r_base=_judge(b.get("repetition"), ".2f"),
+        r_trained=_judge(tr.get("repetition"), ".2f"),
+        p_base=_judge(b.get("base_perplexity"), ".0f"),
+        p_trained=_judge(tr.get("base_perplexity"), ".0f"),
     )
 
 
-def run_rows(summaries: list[dict]) -> list[list]:
+def run_rows(summaries: list[dict], locale: str = "en") -> list[list]:
     """Rows for the run history table."""
     rows = []
     for s in summaries:
@@ -221,19 +278,24 @@ def run_rows(summaries: list[dict]) -> list[list]:
         rows.append(
             [
                 s["name"],
-                s["status"],
+                status_word(s["status"], locale) if locale != "en" else s["status"],
                 f"{s['steps']}/{s.get('max_steps') or '?'}",
                 None if first is None else round(first, 3),
                 None if last is None else round(last, 3),
                 None if s.get("kl_last") is None else round(s["kl_last"], 4),
-                "yes" if s["has_model"] else "no",
+                t(locale, "common.yes" if s["has_model"] else "common.no"),
                 (s.get("error") or "")[:120],
             ]
         )
     return rows
 
 
-RUN_HEADERS = ["run", "status", "steps", "first reward", "last reward", "last KL", "model", "error"]
+RUN_COLUMNS = ("run", "status", "steps", "first", "last", "kl", "model", "error")
+RUN_HEADERS = [t("en", f"runs.col_{c}") for c in RUN_COLUMNS]
+
+
+def run_headers(locale: str = "en") -> list[str]:
+    return [t(locale, f"runs.col_{c}") for c in RUN_COLUMNS]
 
 
 def cli_command(config: RunConfig) -> str:
@@ -261,11 +323,11 @@ def cli_command(config: RunConfig) -> str:
 WHATIF_COLUMNS = ("rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce")
 
 
-def whatif_markdown(groups: list[dict], index: int) -> str:
+def whatif_markdown(groups: list[dict], index: int, locale: str = "en") -> str:
     """For group ``index`` of a step: the same completions' advantages under every estimator, side by side, and the
     identity A_rloo = K/(K−1)·(r − group mean) written out with the real numbers. The rewards r are the shaped
     rewards the trainer used; the batch-level estimators see the whole step."""
-    from rloo_demo.advantages import ESTIMATOR_NOTES, what_if
+    from rloo_demo.advantages import what_if
 
     if not groups or not 0 <= index < len(groups):
         return ""
@@ -280,9 +342,8 @@ def whatif_markdown(groups: list[dict], index: int) -> str:
     mean = sum(mine) / k
     factor = k / (k - 1)
     lines = [
-        f"#### What if another estimator had turned these rewards into advantages? (prompt {g['group'] + 1})",
-        f"r is the shaped reward the trainer used; `reinforce_pp` and `batch_mean` use all {len(rewards)} "
-        "completions of the step.",
+        t(locale, "whatif.title", prompt=g["group"] + 1),
+        t(locale, "whatif.intro", n=len(rewards)),
         "",
         "| # | r | " + " | ".join(WHATIF_COLUMNS) + " |",
         "|---|---|" + "---|" * len(WHATIF_COLUMNS),
@@ -292,48 +353,49 @@ def whatif_markdown(groups: list[dict], index: int) -> str:
         lines.append(f"| {i + 1} | {mine[i]:+.3f} | {cells} |")
     lines += [
         "",
-        f"**The identity** A_rloo = K/(K−1)·(r − group mean), with this group's numbers: K = {k}, "
-        f"K/(K−1) = {k}/{k - 1} = {factor:.4f}, group mean = ("
-        + " + ".join(f"{r:+.4f}" for r in mine)
-        + f") / {k} = {mean:+.4f}",
+        t(
+            locale,
+            "whatif.identity",
+            k=k,
+            fraction=f"{k}/{k - 1} = {factor:.4f}",
+            mean="(" + " + ".join(f"{r:+.4f}" for r in mine) + f") / {k} = {mean:+.4f}",
+        ),
         "",
     ]
     for i, r in enumerate(mine):
         others = (sum(mine) - r) / (k - 1)
         lines.append(
             f"- #{i + 1}: {factor:.4f} · ({r:+.4f} − ({mean:+.4f})) = {factor * (r - mean):+.4f} = "
-            f"r − mean of the other {k - 1} = {r:+.4f} − ({others:+.4f}) = **{table['rloo'][start + i]:+.4f}**"
+            f"{t(locale, 'whatif.others', n=k - 1)} = {r:+.4f} − ({others:+.4f}) = **{table['rloo'][start + i]:+.4f}**"
         )
     std = (sum((r - mean) ** 2 for r in mine) / (k - 1)) ** 0.5
-    lines += [
-        "",
-        f"Why it matters: `dr_grpo` is the same direction scaled by (K−1)/K = {1 / factor:.3f} (its mean includes "
-        f"the completion itself). `grpo` also divides by this group's std ({std:.4f}), so a group of nearly equal "
-        "rewards gets advantages as large as one of very different rewards. `reinforce_pp` and `batch_mean` compare "
-        "with the whole batch, so an easy prompt pushes all its completions up. `reinforce` has no baseline: every "
-        "positive reward pushes its completion up.",
-    ]
+    lines += ["", t(locale, "whatif.why", scale=f"{1 / factor:.3f}", std=f"{std:.4f}")]
     if g.get("normalize_advantages"):
-        lines.append("This run also normalised RLOO's advantages over the batch: see the table's advantage column.")
-    lines += ["", " · ".join(f"`{name}`: {ESTIMATOR_NOTES[name]}" for name in WHATIF_COLUMNS)]
+        lines.append(t(locale, "whatif.normalized"))
+    # the notes of rloo_demo.advantages.ESTIMATOR_NOTES, one 'estimator.<name>' key each (tests keep them equal)
+    lines += ["", " · ".join(f"`{name}`: {t(locale, f'estimator.{name}')}" for name in WHATIF_COLUMNS)]
     return "\n".join(lines)
 
 
-def kl_estimators_markdown(c: dict, beta: float) -> str:
+def kl_estimators_markdown(c: dict, beta: float, locale: str = "en") -> str:
     """One completion's three KL estimators and which one shaped its reward."""
     if "kl_k2" not in c:
         return ""
-    return (
-        f"KL estimators over its {c['num_tokens']} tokens: k1 = Σ(log π − log π_ref) = {c['kl']:+.4f} · "
-        f"k2 = Σ½(log π − log π_ref)² = {c['kl_k2']:.4f} · k3 = Σ(π_ref/π − 1 − log(π_ref/π)) = {c['kl_k3']:.4f} "
-        f"(k2, k3 ≥ 0). **k1 shaped the reward** (−β·k1 = {-beta * c['kl']:+.4f}); GRPO puts k3 in its loss."
+    return t(
+        locale,
+        "arith.kl_estimators",
+        tokens=c["num_tokens"],
+        k1=f"{c['kl']:+.4f}",
+        k2=f"{c['kl_k2']:.4f}",
+        k3=f"{c['kl_k3']:.4f}",
+        penalty=f"{-beta * c['kl']:+.4f}",
     )
 
 
 LIVE_JUDGE_STEPS = 5  # the live collapse warning averages the judges over the latest steps
 
 
-def live_collapse_warning(records: list[dict]) -> str | None:
+def live_collapse_warning(records: list[dict], locale: str = "en") -> str | None:
     """The collapse warning on the latest steps' judges (averaged over ``LIVE_JUDGE_STEPS``), or None."""
     from rloo_demo.judges import collapse_warning
 
@@ -345,14 +407,14 @@ def live_collapse_warning(records: list[dict]) -> str | None:
         for key in ("distinct_2", "repetition")
         if all(isinstance(r.get(f"judges/{key}"), int | float) for r in latest)
     }
-    return collapse_warning(judged)
+    return collapse_warning(judged, locale=locale)
 
 
 def prechecks_markdown(warnings: list[str]) -> str:
     return "".join(f"<br>⚠ {text(w)}" for w in warnings)
 
 
-def meter_estimate_text(config: RunConfig, step_seconds: float) -> str:
+def meter_estimate_text(config: RunConfig, step_seconds: float, locale: str = "en") -> str:
     """What the gradient-variance meter adds to a run's time, from its measured cost in training steps."""
     from rloo_demo.variance import METER_COST_STEPS, measurements
 
@@ -361,28 +423,18 @@ def meter_estimate_text(config: RunConfig, step_seconds: float) -> str:
     n = measurements(config.max_steps, config.variance_every)
     extra = n * METER_COST_STEPS * step_seconds
     share = extra / max(config.max_steps * step_seconds, 1e-9)
-    return (
-        f"<br>Gradient-variance meter: {n} measurement(s), about +{_duration(extra)} (+{share:.0%} of the training "
-        f"time; each costs about {METER_COST_STEPS:g} steps)"
+    return "<br>" + t(
+        locale, "estimate.meter", n=n, extra=_duration(extra), share=f"{share:.0%}", cost=f"{METER_COST_STEPS:g}"
     )
 
 
 # ----------------------------------------------------------------------------- token by token
 
-MEASURES = {
-    "delta": "Δ log π (what the update did)",
-    "k1": "KL k1 = log π − log π_ref",
-    "k3": "KL k3 (never negative)",
-    "entropy": "entropy of the policy",
-}
+MEASURES = ("delta", "k1", "k3", "entropy")  # what colours the tokens; each named by its 'measure.<key>' text
 # Colours (r, g, b) at full strength; the alpha grows with |value| / scale, so both themes read them.
 _UP, _DOWN = (61, 190, 139), (217, 83, 79)  # Δ log π: reinforced, suppressed
 _MORE, _LESS = (232, 163, 61), (76, 155, 232)  # KL: the policy likes the token more / less than the reference
 _ENTROPY = (155, 123, 216)
-_NO_TOKENS = (
-    "<p class='rloo-empty'>This completion has no per-token record: its run had <code>record_tokens</code> off, "
-    "or was trained before the record existed.</p>"
-)
 
 
 def _token_text(piece) -> str:
@@ -422,7 +474,7 @@ def _f4(v) -> str:
     return "–" if v is None else f"{v:+.4f}"
 
 
-def token_rows(completion: dict) -> tuple[list[str], list[list[str]]]:
+def token_rows(completion: dict, locale: str = "en") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of a completion's tokens with every number (texts already escaped, for HTML)."""
     from rloo_demo import tokens
 
@@ -431,14 +483,15 @@ def token_rows(completion: dict) -> tuple[list[str], list[list[str]]]:
     ref = tokens.column(completion, "token_ref_logp")
     columns = [before, after, tokens.delta_logp(completion), ref]
     columns += [tokens.token_kl(completion, "k1"), tokens.token_kl(completion, "k3"), tokens.entropy(completion)]
-    headers = ["#", "token", "log π before", "log π after", "Δ log π", "log π_ref", "KL k1", "KL k3", "entropy"]
+    headers = ["#", t(locale, "tokens.col_token"), t(locale, "tokens.col_before"), t(locale, "tokens.col_after")]
+    headers += ["Δ log π", "log π_ref", "KL k1", "KL k3", t(locale, "tokens.col_entropy")]
     rows = []
-    for t, piece in enumerate(completion["token_texts"]):
-        rows.append([str(t + 1), _visible(piece), *[_f4(col[t]) for col in columns]])
+    for pos, piece in enumerate(completion["token_texts"]):
+        rows.append([str(pos + 1), _visible(piece), *[_f4(col[pos]) for col in columns]])
     return headers, rows
 
 
-def token_spans_html(group: dict, index: int, measure: str = "delta") -> str:
+def token_spans_html(group: dict, index: int, measure: str = "delta", locale: str = "en") -> str:
     """One completion as coloured token spans (hover: every number of the token), a legend with the colour scale,
     and a table of the numbers. Every token's text is escaped."""
     from rloo_demo import tokens
@@ -446,41 +499,48 @@ def token_spans_html(group: dict, index: int, measure: str = "delta") -> str:
     measure = measure if measure in MEASURES else "delta"
     c = group["completions"][index]
     if not tokens.has_tokens(c):
-        return _NO_TOKENS
+        return f"<p class='rloo-empty'>{t(locale, 'tokens.no_record')}</p>"
     values = tokens.values_for(c, measure)
     scale = _scale(values)
-    headers, rows = token_rows(c)
+    headers, rows = token_rows(c, locale)
     spans = []
-    for t, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
-        hover = f"token {t + 1}: " + " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[t][2:], strict=True))
+    for pos, (piece, v) in enumerate(zip(c["token_texts"], values, strict=True)):
+        numbers = " · ".join(f"{h} {x}" for h, x in zip(headers[2:], rows[pos][2:], strict=True))
+        hover = f"{t(locale, 'tokens.hover', n=pos + 1)} {numbers}"  # escaped below: a translation may hold a quote
         spans.append(
             f"<span class='rloo-tok' style='background:{token_colour(v, measure, scale)}' "
-            f"title='{_token_text(str(piece))!s} | {hover}'>{_token_text(piece) or '∅'}</span>"
+            f"title='{_token_text(str(piece))!s} | {text(hover)}'>{_token_text(piece) or '∅'}</span>"
         )
+
+    def swatch(value, key):
+        colour = token_colour(value, measure, scale)
+        return f"<span class='rloo-swatch' style='background:{colour}'>{t(locale, key)}</span>"
+
     if measure == "delta":
-        legend = (
-            f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>reinforced</span> "
-            f"<span class='rloo-swatch' style='background:{token_colour(-scale, measure, scale)}'>suppressed</span>"
-        )
+        legend = f"{swatch(scale, 'tokens.reinforced')} {swatch(-scale, 'tokens.suppressed')}"
     elif measure == "k1":
-        legend = (
-            f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>π above π_ref</span> "
-            f"<span class='rloo-swatch' style='background:{token_colour(-scale, measure, scale)}'>π below π_ref</span>"
-        )
+        legend = f"{swatch(scale, 'tokens.above_ref')} {swatch(-scale, 'tokens.below_ref')}"
     else:
-        legend = f"<span class='rloo-swatch' style='background:{token_colour(scale, measure, scale)}'>high</span>"
+        legend = swatch(scale, "tokens.high")
     if all(v is None for v in values):
-        legend = "no values: " + ("the run had β = 0, so no reference" if measure in ("k1", "k3") else "not recorded")
+        legend = t(locale, "tokens.no_values_beta0" if measure in ("k1", "k3") else "tokens.no_values")
     else:
-        legend += f" full colour at |value| = {scale:.3f} (this completion's largest); hover a token for its numbers"
+        legend += " " + t(locale, "tokens.full_colour", scale=f"{scale:.3f}")
     head = "".join(f"<th>{h}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{x}</td>" for x in row) + "</tr>" for row in rows)
+    title = t(
+        locale,
+        "tokens.head",
+        index=index + 1,
+        group=group["group"] + 1,
+        step=group["step"],
+        measure=f"<b>{text(t(locale, f'measure.{measure}'))}</b>",
+    )
     return (
         f"<div class='rloo-tokens' data-measure='{measure}'>"
-        f"<div class='rloo-token-head'>Completion #{index + 1} of prompt {group['group'] + 1} (step {group['step']}), "
-        f"coloured by <b>{text(MEASURES[measure])}</b> · {legend}</div>"
+        f"<div class='rloo-token-head'>{title} · {legend}</div>"
         f"<div class='rloo-token-text'>{''.join(spans)}</div>"
-        f"<details><summary>The numbers, token by token</summary><table class='rloo-table rloo-token-table'>"
+        f"<details><summary>{t(locale, 'tokens.numbers')}</summary><table class='rloo-table rloo-token-table'>"
         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details></div>"
     )
 
@@ -493,7 +553,7 @@ def _extreme(pieces, values, pick) -> tuple[str, float] | None:
     return _visible(p), v
 
 
-def token_note_markdown(group: dict, index: int, measure: str = "delta") -> str:
+def token_note_markdown(group: dict, index: int, measure: str = "delta", locale: str = "en") -> str:
     """'What am I looking at?' for the token view, with the selected completion's own numbers."""
     from rloo_demo import tokens
 
@@ -506,87 +566,112 @@ def token_note_markdown(group: dict, index: int, measure: str = "delta") -> str:
         deltas = tokens.delta_logp(c)
         total = tokens.total(deltas)
         if total is None:
-            return "No log-probabilities after the update were recorded for this completion."
+            return t(locale, "tokens.note_delta_none")
         up = sum(1 for d in deltas if d is not None and d > 0)
         rise, fall = _extreme(pieces, deltas, max), _extreme(pieces, deltas, min)
-        direction = "raise" if adv > 0 else "lower" if adv < 0 else "leave alone"
-        moved = "rose" if total > 0 else "fell"
-        lines = [
-            f"Its advantage was **{adv:+.4f}**, so the update was meant to {direction} the probability of the whole "
-            f"completion. After the step, its log-probability {moved} by **Σ Δ log π = {total:+.4f}** nats over "
-            f"{n} tokens: {up} went up, {n - up} went down (largest rise <code>{rise[0]}</code> {rise[1]:+.4f}, "
-            f"largest fall <code>{fall[0]}</code> {fall[1]:+.4f}).",
-            "",
-            "RLOO hands one number to the whole completion; how it spreads over the tokens is up to the gradient. A "
-            "token can fall in a reinforced completion (or rise in a suppressed one) because every completion of the "
-            "batch pulls on the same weights: the exceptions are the lesson. Green: reinforced, red: suppressed.",
-        ]
-        return "\n".join(lines)
+        direction = "raise" if adv > 0 else "lower" if adv < 0 else "keep"
+        note = t(locale, f"tokens.note_delta_{direction}", advantage=f"{adv:+.4f}") + " "
+        note += t(
+            locale,
+            "tokens.note_delta_rose" if total > 0 else "tokens.note_delta_fell",
+            total=f"{total:+.4f}",
+            n=n,
+            up=up,
+            down=n - up,
+            rise=f"<code>{rise[0]}</code> {rise[1]:+.4f}",
+            fall=f"<code>{fall[0]}</code> {fall[1]:+.4f}",
+        )
+        return note + "\n\n" + t(locale, "tokens.note_delta_lesson")
     if measure in ("k1", "k3"):
         values = tokens.token_kl(c, measure)
         total = tokens.total(values)
         if total is None:
-            return "This run had β = 0: no reference model was scored, so there is no KL to show."
+            return t(locale, "tokens.note_kl_none")
         top = sorted((abs(v) for v in values if v is not None), reverse=True)
         share = sum(top[:3]) / sum(top) if sum(top) > 0 else 0.0
         k1_total = tokens.total(tokens.token_kl(c, "k1"))
         lines = [
-            f"Per-token KL of this completion to the reference, by **{measure}**: Σ = **{total:+.4f}** nats over {n} "
-            f"tokens; the 3 largest tokens hold {share:.0%} of Σ|{measure}|.",
+            t(locale, "tokens.note_kl", measure=measure, total=f"{total:+.4f}", n=n, share=f"{share:.0%}"),
             "",
-            f"TRL subtracts β·Σ k1 from the reward: here Σ k1 = {k1_total:+.4f} (its `kl`, "
-            f"{c['kl']:+.4f}), times β = {group['beta']:g}, is the −β·KL = {c['kl_penalty']:+.4f} in its shaped "
-            "reward. k1 = log π − log π_ref is negative where the policy likes a token less than the reference does; "
-            "k3 = r − 1 − log r (r = π_ref/π) is never negative and has the same expectation. Orange: the policy "
-            "likes the token more than the reference, blue: less.",
+            t(
+                locale,
+                "tokens.note_kl_trl",
+                k1=f"{k1_total:+.4f}",
+                kl=f"{c['kl']:+.4f}",
+                beta=f"{group['beta']:g}",
+                penalty=f"{c['kl_penalty']:+.4f}",
+            ),
         ]
         return "\n".join(lines)
     values = tokens.entropy(c)
     known = [v for v in values if v is not None]
     if not known:
-        return "No entropies were recorded for this completion."
+        return t(locale, "tokens.note_entropy_none")
     low, high = _extreme(pieces, values, min), _extreme(pieces, values, max)
-    return (
-        f"Entropy of the policy at each position before the update: mean **{sum(known) / len(known):.3f}** nats "
-        f"over {n} tokens, lowest <code>{low[0]}</code> ({low[1]:.3f}: the policy was nearly sure what came next), "
-        f"highest <code>{high[0]}</code> ({high[1]:.3f}: many tokens were plausible there). As training sharpens the "
-        "policy the "
-        "entropy falls; where it is already near 0 the update has little left to change."
+    return t(
+        locale,
+        "tokens.note_entropy",
+        mean=f"{sum(known) / len(known):.3f}",
+        n=n,
+        low=f"<code>{low[0]}</code>",
+        low_value=f"{low[1]:.3f}",
+        high=f"<code>{high[0]}</code>",
+        high_value=f"{high[1]:.3f}",
     )
 
 
-def kl_heatmap_note(groups: list[dict]) -> str:
+def kl_heatmap_note(groups: list[dict], locale: str = "en") -> str:
     """'What am I looking at?' for the batch heatmap, with where this step's KL lives."""
     from rloo_demo import tokens
 
     _, rows = tokens.kl_matrix(groups)
     where = tokens.kl_location(rows)
     if where is None:
-        return (
-            "No per-token KL in this step: the run had β = 0 (no reference), did not record tokens, or the policy "
-            "has not moved from the reference yet."
-        )
-    return (
-        f"One row per completion of the step, one column per token: k1 = log π − log π_ref. Of this step's Σ|k1| "
-        f"over {where['tokens']} tokens, **{where['start_share']:.0%}** sits in the first quarter of the "
-        f"completions, **{where['end_share']:.0%}** in the last quarter, and **{where['top_share']:.0%}** in the "
-        f"{where['top_tokens']} largest tokens. A KL spread evenly means the whole style drifted; a KL in a few "
-        "tokens means a few words changed."
+        return t(locale, "heatmap.none")
+    return t(
+        locale,
+        "heatmap.note",
+        tokens=where["tokens"],
+        start=f"{where['start_share']:.0%}",
+        end=f"{where['end_share']:.0%}",
+        top=f"{where['top_share']:.0%}",
+        top_tokens=where["top_tokens"],
     )
 
 
-def probe_html(result: dict) -> str:
+# The probe's policy labels, as the controller writes them (English): (pattern, key), the step number kept.
+_PROBE_LABELS = (
+    (re.compile(r"^base policy \(step (?P<step>\d+)\)$"), "probe.label_base"),
+    (re.compile(r"^step (?P<step>\d+)$"), "probe.label_step"),
+    (re.compile(r"^final \(step (?P<step>\d+)\)$"), "probe.label_final"),
+    (re.compile(r"^now \(step (?P<step>\d+), training\)$"), "probe.label_now"),
+)
+
+
+def probe_label(label, locale: str = "en") -> str:
+    """A policy's label in the probe, in ``locale`` and made inert (one not known is shown as it is)."""
+    for pattern, key in _PROBE_LABELS:
+        m = pattern.match(label) if isinstance(label, str) else None
+        if m:
+            return t(locale, key, step=m["step"])
+    return text(label)
+
+
+def probe_html(result: dict, locale: str = "en") -> str:
     """The history of one prompt: one column per policy (base, snapshots, the latest), one row per sample, each
     cell tinted by the sign of its reward. The same seed for every column, so a row compares like with like."""
     steps = result.get("steps") or []
     if not steps:
-        return "<p class='rloo-empty'>No policy to sample.</p>"
-    head = "<th>#</th>" + "".join(
-        f"<th>{text(s['label'])}<br><span class='rloo-small-num'>mean reward {s['mean_reward']:+.3f}</span></th>"
-        if s.get("mean_reward") is not None
-        else f"<th>{text(s['label'])}</th>"
-        for s in steps
-    )
+        return f"<p class='rloo-empty'>{t(locale, 'probe.none')}</p>"
+
+    def column_head(s: dict) -> str:
+        if s.get("mean_reward") is None:
+            return f"<th>{probe_label(s['label'], locale)}</th>"
+        mean = t(locale, "probe.mean_reward", value=f"{s['mean_reward']:+.3f}")
+        return f"<th>{probe_label(s['label'], locale)}<br><span class='rloo-small-num'>{mean}</span></th>"
+
+    head = "<th>#</th>" + "".join(column_head(s) for s in steps)
+    empty = f"<i>{t(locale, 'common.empty')}</i>"
     k = max(len(s["samples"]) for s in steps)
     body = []
     for i in range(k):
@@ -595,32 +680,49 @@ def probe_html(result: dict) -> str:
             if i < len(s["samples"]):
                 sample = s["samples"][i]
                 cls = _sign_class(sample["reward"], tol=0.05)
-                cells.append(
-                    f"<td class='rloo-text {cls}' title='reward {sample['reward']:+.3f}'>"
-                    f"{_token_text(sample['text']) or '<i>(empty)</i>'}</td>"
-                )
+                title = text(t(locale, "probe.reward", value=f"{sample['reward']:+.3f}"))
+                cells.append(f"<td class='rloo-text {cls}' title='{title}'>{_token_text(sample['text']) or empty}</td>")
             else:
                 cells.append("<td></td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return (
-        f"<div class='rloo-probe'><div class='rloo-prompt'>Prompt: <b>{_token_text(result.get('prompt', ''))}</b>…"
+        f"<div class='rloo-probe'><div class='rloo-prompt'>{t(locale, 'probe.prompt')} "
+        f"<b>{_token_text(result.get('prompt', ''))}</b>…"
         f"</div><table class='rloo-table rloo-probe-table'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
-def probe_note(result: dict) -> str:
+def probe_note(result: dict, locale: str = "en") -> str:
     """'What am I looking at?' for the probe, with its numbers."""
     steps = [s for s in result.get("steps") or [] if s.get("mean_reward") is not None]
     if not steps:
         return ""
     first, last = steps[0], steps[-1]
-    return (
-        f"{result.get('num_samples', len(first['samples']))} completions of the same prompt from each of "
-        f"{len(steps)} policies of this run, all with seed {result.get('seed')}: row 1 of every column starts from "
-        "the same random numbers, so a change along a row is the model's doing, not the dice's. "
-        f"Mean reward {text(first['label'])} **{first['mean_reward']:+.3f}** → {text(last['label'])} "
-        f"**{last['mean_reward']:+.3f}**. A run saves a snapshot every `snapshot_every` steps"
-        + (f" ({result['snapshot_every']} here)" if result.get("snapshot_every") else " (off in this run)")
-        + (f" and keeps at most {result['kept']}, spread over the run." if result.get("kept") else ".")
+    every = result.get("snapshot_every")
+    kept = result.get("kept")
+    return " ".join(
+        [
+            t(
+                locale,
+                "probe.note",
+                k=text(result.get("num_samples", len(first["samples"]))),
+                policies=len(steps),
+                seed=text(result.get("seed")),
+            ),
+            t(
+                locale,
+                "probe.note_means",
+                first=probe_label(first["label"], locale),
+                first_mean=f"{first['mean_reward']:+.3f}",
+                last=probe_label(last["label"], locale),
+                last_mean=f"{last['mean_reward']:+.3f}",
+            ),
+            t(
+                locale,
+                f"probe.snapshots_{'every' if every else 'off'}{'_kept' if kept else ''}",
+                every=text(every),
+                kept=text(kept),
+            ),
+        ]
     )

@@ -1,0 +1,278 @@
+"""The page in four languages: every key in every locale with the same placeholders, no visible English left in
+the built page, the server's own text and the plots translated, and a locale from a caller always one of four.
+
+``python -m pytest tests/test_i18n.py``
+"""
+
+import json
+import re
+
+import pytest
+
+from rloo_demo import i18n, plots
+from rloo_demo.i18n import LOCALES, load, t
+
+OTHERS = [code for code in LOCALES if code != "en"]
+# Text that is the same in every language: names, symbols, code, numbers (explicit, so nothing slips in unseen)
+SAME_EVERYWHERE = {
+    "Top-p",
+    "RLOO",
+    "KL k1 = log π − log π_ref",
+    "distinct-2 (0..1)",
+    "Arena: rloo vs grpo vs reinforce",
+    "bf16 autocast (GPU)",
+    "examples/rewards.py:keyword_count",
+    "This movie was",  # the default prompt: model input for an English model, not page text
+    "config.yaml",
+    "English",
+    "Română",
+    "ქართული",
+    "Русский",
+    "#",
+    "K",
+}
+TEXT_PROPS = ("label", "info", "placeholder", "value")
+
+
+def _is_code_or_number(text: str) -> bool:
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", text):  # a hub model id
+        return True
+    return bool(re.fullmatch(r"[\d\s.,:+\-−/%=()\[\]<>_a-z0-9]*", text)) and not re.search(r"[a-z]{3,} [a-z]{3,}", text)
+
+
+@pytest.mark.parametrize("locale", OTHERS)
+def test_every_key_in_every_locale_with_the_same_placeholders(locale):
+    en, other = load("en"), load(locale)
+    assert set(other) == set(en), (set(en) - set(other), set(other) - set(en))
+    for key, text in en.items():
+        assert i18n.placeholders(other[key]) == i18n.placeholders(text), key
+        assert other[key].strip(), key
+
+
+def test_static_texts_carry_no_braces_to_the_browser():
+    """The browser's message formatter reads {x} as its own placeholder: static text gets its values on the server."""
+    from rloo_demo.limits import PUBLIC
+
+    sent = i18n.translations(min_variance_every=PUBLIC.min_variance_every)
+    for code in LOCALES:
+        assert "{" not in sent[code]["train.variance_info_min"]
+
+
+def _texts(value):
+    """Every string inside a component prop (a choice list, a table's headers), translation keys as dicts."""
+    if isinstance(value, str | dict) and not (isinstance(value, dict) and value.get("__type__") is None):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _texts(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _texts(v)
+
+
+def _resolve(text, locale):
+    if isinstance(text, dict):  # {"__type__": "translation_metadata", "key": ...}
+        return load(locale).get(text["key"], load("en")[text["key"]])
+    if text.startswith("__i18n__"):
+        return _resolve(json.loads(text[len("__i18n__") :]), locale)
+    return text
+
+
+def visible_strings(config, locale) -> list[tuple[str, str]]:
+    """(English, in ``locale``) for every visible text of the built page: labels, info, placeholders, Markdown,
+    button and tab text, choices and table headers."""
+    out = []
+    for comp in config["components"]:
+        props = comp.get("props", {})
+        if props.get("visible") is False or comp.get("type") in ("state", "browserstate", "timer", "api"):
+            continue
+        values = [props.get(p) for p in TEXT_PROPS if comp.get("type") not in ("number", "slider", "checkbox")]
+        values += [props.get("choices"), props.get("headers"), props.get("label")]
+        if comp.get("type") == "dataframe" and isinstance(props.get("value"), dict):
+            values.append(props["value"].get("headers"))
+        for text in _texts(values):
+            en = _resolve(text, "en")
+            if isinstance(en, str) and en.strip():
+                out.append((en, _resolve(text, locale)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def page_config(tmp_path_factory):
+    from rloo_demo.runner import Runner
+    from rloo_demo.ui.app import build_app
+    from rloo_demo.ui.controller import Controller
+
+    controller = Controller(Runner(str(tmp_path_factory.mktemp("runs"))))
+    try:
+        yield build_app(controller).config
+    finally:
+        controller.close()
+
+
+@pytest.mark.parametrize("locale", OTHERS)
+def test_no_visible_english_left_in_the_built_page(page_config, locale):
+    strings = visible_strings(page_config, locale)
+    assert len(strings) > 100  # the whole page was collected, not a corner of it
+    left = sorted(
+        {en for en, shown in strings if shown == en and en not in SAME_EVERYWHERE and not _is_code_or_number(en)}
+    )
+    assert left == [], f"English left in {locale}: {left}"
+
+
+@pytest.mark.parametrize("locale", OTHERS)
+def test_server_text_is_written_in_the_page_language(locale):
+    from rloo_demo.config import RunConfig
+    from rloo_demo.prechecks import prerun_warnings
+    from rloo_demo.ui.common import error_markdown
+    from rloo_demo.ui.views import estimate_text, status_line
+
+    records = [{"step": 3, "time": 1.5, "reward": 0.25}]
+    en_line = status_line("running", records, 10, 12.0, "run-1")
+    line = status_line("running", records, 10, 12.0, "run-1", locale=locale)
+    assert line != en_line and "3 / 10" in line and "+0.250" in line and "<code>run-1</code>" in line
+    assert t(locale, "status.running") in line
+    assert estimate_text(RunConfig(), 0.26, 60, locale) != estimate_text(RunConfig(), 0.26, 60)
+    warned = prerun_warnings(RunConfig(num_generations=2, temperature=0.3, max_new_tokens=4), locale)
+    assert len(warned) == 3 and warned != prerun_warnings(
+        RunConfig(num_generations=2, temperature=0.3, max_new_tokens=4)
+    )
+    assert error_markdown("boom", locale).startswith(t(locale, "common.error"))
+
+
+def _figure_texts(fig):
+    layout = fig["layout"]
+    texts = [layout.get("title", {}).get("text")]
+    texts += [layout[a].get("title", {}).get("text") for a in layout if a.startswith(("xaxis", "yaxis"))]
+    texts += [a.get("text") for a in layout.get("annotations", [])]
+    texts += [tr.get("name") for tr in fig["data"]]
+    return [x for x in texts if isinstance(x, str) and x]
+
+
+def _all_figures():
+    records = [
+        {"step": s, "reward": 0.1 * s, "reward_std": 0.1, "kl": 0.01 * s, "grad_norm": 1.0, "entropy": 2.0,
+         "completions/mean_length": 20, "frac_reward_zero_std": 0.0, "frac_raw_score_zero_std": 0.0,
+         "kl_k1": 0.1, "kl_k2": 0.1, "kl_k3": 0.1, "judges/distinct_2": 0.9, "judges/repetition": 0.1,
+         "rewards/vader_compound/mean": 0.1, "variance/rloo": 1.0, "cosine/rloo": 0.5}
+        for s in range(1, 4)
+    ]  # fmt: skip
+    figs = [plots.reward_figure(records), plots.kl_figure(records), plots.kl_estimators_figure(records)]
+    figs += [plots.judges_figure(records), plots.variance_figure(records), plots.cosine_figure(records)]
+    figs += list(plots.secondary_figures(records).values())
+    figs += [plots.overlay_figure({"a": records}, "loss"), plots.overlay_figure({"a": []}, "kl")]
+    figs += [plots.reward_figure([]), plots.kl_figure([]), plots.variance_figure([]), plots.kl_heatmap([])]
+    figs += [
+        plots.eval_histogram({"base_rewards": [0.1, 0.2], "trained_rewards": [0.3], "difference_ci95": [0.0, 0.2]})
+    ]
+    group = {
+        "prompt": "This movie",
+        "step": 2,
+        "completions": [{"shaped_reward": 0.1, "baseline": 0.0, "advantage": 0.1}],
+    }
+    figs += [plots.group_figure(group)]
+    return figs
+
+
+@pytest.mark.parametrize("locale", OTHERS)
+def test_every_plot_text_is_translated(locale):
+    """Titles, axis titles, notes and trace names: each a known phrase or pattern; names and keys stay."""
+    keep = {"vader_compound", "rloo", "a", "k2", "k3", "distinct-2"}
+    for fig in _all_figures():
+        english = _figure_texts(fig)
+        shown = _figure_texts(i18n.localize_figure(json.loads(json.dumps(fig)), locale))
+        for en, text in zip(english, shown, strict=True):
+            assert text != en or en in keep, (locale, en)
+
+
+def test_a_locale_from_a_caller_is_one_of_four():
+    from rloo_demo.ui.controller import Controller
+
+    assert [Controller.locale(v) for v in ("ka-GE", "ru", "RO_ro", "en-US")] == ["ka", "ru", "ro", "en"]
+    for hostile in ("<script>alert(1)</script>", "de", "", None, 3, ["ka"], "../ka"):
+        assert Controller.locale(hostile) == "en"
+    assert t("<b>", "train.start") == "Start"
+
+
+def _token_group(beta=0.1):
+    pieces, before, after, ref = [" great", " film", " and"], [-2.0, -5.0, -1.0], [-1.5, -5.2, -0.9], [-2.5, -4.0, -1.1]
+    c = {
+        "text": "".join(pieces),
+        "num_tokens": 3,
+        "advantage": 0.5,
+        "kl": sum(b - r for b, r in zip(before, ref, strict=True)),
+        "kl_penalty": -0.05,
+        "shaped_reward": 0.4,
+        "token_texts": pieces,
+        "token_logp": before,
+        "token_logp_after": after,
+        "token_ref_logp": ref,
+        "token_entropy": [3.0, 0.2, 1.0],
+    }
+    others = [dict(c, shaped_reward=r, advantage=r) for r in (0.1, -0.3, 0.0)]
+    return {"step": 7, "group": 0, "prompt": "This movie was", "beta": beta, "completions": [c, *others]}
+
+
+def _probe_result():
+    steps = [
+        {"step": 0, "label": "base policy (step 0)", "samples": [{"text": "bad", "reward": -0.4}], "mean_reward": -0.4},
+        {"step": 25, "label": "step 25", "samples": [{"text": "", "reward": 0.2}], "mean_reward": 0.2},
+        {"step": 50, "label": "final (step 50)", "samples": [{"text": "good", "reward": 0.8}], "mean_reward": 0.8},
+    ]
+    return {"prompt": "This movie was", "seed": 3, "num_samples": 1, "snapshot_every": 25, "kept": 8, "steps": steps}
+
+
+ENGLISH_PHRASES = (  # one from each sentence of these views
+    *("Completion #", "coloured by", "reinforced", "What if", "The identity", "mean of the other", "Why it matters"),
+    *("base policy", "mean reward", "Prompt:", "completions of the same prompt", "Warning", "collapsed"),
+    *("The reward and the classifier", "no values", "per-token record", "Its advantage", "log-probability"),
+    *("nats", "Entropy of the policy", "TRL subtracts", "spread over the run"),
+)
+NUMBER = re.compile(r"[+−-]?\d+(?:\.\d+)?%?")
+
+
+def _server_views(locale):
+    """Every server-written text of the token view, the what-if table, the probe and the collapse warning."""
+    from rloo_demo.judges import collapse_warning
+    from rloo_demo.ui import views
+
+    g = _token_group()
+    out = [views.token_spans_html(g, 0, m, locale) for m in views.MEASURES]
+    out += [views.token_note_markdown(g, 0, m, locale) for m in views.MEASURES]
+    out += [views.token_spans_html(_token_group(beta=0.0), 0, "k1", locale)]
+    out += [views.token_note_markdown(_token_group(beta=0.0), 0, "k3", locale)]
+    out += [views.token_spans_html({**g, "completions": [{"text": "x"}]}, 0, "delta", locale)]
+    out += [views.whatif_markdown([g, {**g, "group": 1}], 1, locale)]
+    out += [views.probe_html(_probe_result(), locale), views.probe_note(_probe_result(), locale)]
+    out += [views.probe_html({"steps": []}, locale)]
+    collapsed = {"distinct_2": 0.1, "repetition": 0.7, "base_perplexity": 900.0}
+    out += [collapse_warning(collapsed, {"base_perplexity": 100.0}, locale)]
+    out += [collapse_warning({"base_perplexity": 900.0}, {"base_perplexity": 100.0}, locale)]
+    records = [{"step": s, "judges/distinct_2": 0.1, "judges/repetition": 0.7} for s in range(3)]
+    out += [views.live_collapse_warning(records, locale)]
+    judges = {"base": {"distinct_2": 0.8, "repetition": 0.1}, "trained": {"distinct_2": 0.1, "repetition": 0.7}}
+    sampled = {"base": [{"reward": -0.2}], "trained": [{"reward": 0.9}], "trained_on": ["vader_compound"], "seed": 0}
+    english = collapse_warning(judges["trained"], judges["base"])  # as the controller writes it into the result
+    out += [views.compare_summary({**sampled, "judges": judges, "collapse_warning": english}, locale)]
+    return out
+
+
+@pytest.mark.parametrize("locale", OTHERS)
+def test_token_whatif_probe_and_collapse_text_in_the_page_language(locale):
+    """The text is the locale's, the numbers (and code) the same as in English, and no English sentence is left."""
+    english, shown = _server_views("en"), _server_views(locale)
+    for en, text in zip(english, shown, strict=True):
+        assert text != en, en
+        assert sorted(NUMBER.findall(text)) == sorted(NUMBER.findall(en)), (en, text)
+    page = " ".join(shown)
+    for phrase in ENGLISH_PHRASES:
+        assert phrase not in page, (locale, phrase)
+
+
+def test_english_server_text_is_the_engines_own():
+    """en.json repeats the engine's English (the CLI prints it): the estimators' notes and the collapse warning."""
+    from rloo_demo.advantages import ESTIMATOR_NOTES
+    from rloo_demo.judges import COLLAPSE_WARNING
+
+    assert {name: t("en", f"estimator.{name}") for name in ESTIMATOR_NOTES} == ESTIMATOR_NOTES
+    assert COLLAPSE_WARNING in t("en", "collapse.warning", reasons="x")
