@@ -61,6 +61,24 @@ def perplexity(model, stream: torch.Tensor, block: int, max_blocks: int = 200) -
     return math.exp(sum(losses) / len(losses))
 
 
+def gpt2_config(tokenizer, n_positions: int, n_embd: int, n_layer: int, n_head: int) -> GPT2Config:
+    """A small GPT-2 for ``tokenizer``, without dropout: RLOO's sequence-level importance ratio must not see dropout
+    noise, and a model this small does not need it in pretraining either."""
+    return GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="assets/tiny-imdb-gpt2", help="output folder (overwritten)")
@@ -87,19 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     heldout_ids = token_stream(tokenizer, heldout_texts)
     print(f"tokenizer: {len(tokenizer)} tokens; train stream {len(train_ids):,} tokens ({time.time() - t0:.0f}s)")
 
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=256,
-        n_embd=args.n_embd,
-        n_layer=args.n_layer,
-        n_head=args.n_head,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = gpt2_config(tokenizer, 256, args.n_embd, args.n_layer, args.n_head)
     model = GPT2LMHeadModel(config)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters")

@@ -46,9 +46,9 @@ import time
 from pathlib import Path
 
 import torch
-from build_policy import perplexity, token_stream, train_tokenizer
+from build_policy import gpt2_config, perplexity, token_stream, train_tokenizer
 from eval_policy import resolve
-from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers import AutoTokenizer, GPT2LMHeadModel
 
 from rloo_demo.data import load_embedded, split
 
@@ -137,21 +137,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"grown from {args.init_from}: {old.config.n_layer} -> {model.config.n_layer} layers")
     if source is None:
         tokenizer = train_tokenizer(train_texts + rt_texts, args.vocab_size)
-        model = GPT2LMHeadModel(
-            GPT2Config(
-                vocab_size=len(tokenizer),
-                n_positions=args.n_positions,
-                n_embd=args.n_embd,
-                n_layer=args.n_layer,
-                n_head=args.n_head,
-                resid_pdrop=0.0,
-                embd_pdrop=0.0,
-                attn_pdrop=0.0,
-                bos_token_id=tokenizer.eos_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-        )
+        model = GPT2LMHeadModel(gpt2_config(tokenizer, args.n_positions, args.n_embd, args.n_layer, args.n_head))
     config = model.config
     train_ids = token_stream(tokenizer, texts)
     heldout_ids = token_stream(tokenizer, heldout_texts)
