@@ -107,7 +107,7 @@ def trl_default_trainer(config: RunConfig, out: str):
     sampling, lr, beta, steps) and the CPU (TRL's default bf16 needs a GPU)."""
     from trl import RLOOConfig, RLOOTrainer
 
-    from rloo_demo.data import prompt_dataset
+    from rloo_demo.prompts import run_prompts
     from rloo_demo.rewards import build_reward
 
     model, tok = load_policy(config.policy)
@@ -128,7 +128,7 @@ def trl_default_trainer(config: RunConfig, out: str):
         bf16=False,
         disable_tqdm=True,
     )
-    dataset = prompt_dataset(config.data_source, "train", config.prompt_template, config.prompt_words)
+    dataset = run_prompts(config, "train")
     trainer = RLOOTrainer(
         model=model,
         args=args,
