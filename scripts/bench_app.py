@@ -76,11 +76,13 @@ c = Client(url, verbose=False)
 run = c.predict(json.dumps({{"max_steps": {steps}}}), "bench", api_name="/start_run")["run"]
 stop = threading.Event()
 import httpx
-fn = {{d["api_name"]: d["id"] for d in httpx.get(url + "config").json()["dependencies"]}}["page_tick"]
+dep = next(d for d in httpx.get(url + "config").json()["dependencies"] if d.get("api_name") == "page_tick")
+fn = dep["id"]
+data = [None, None, -1, 0.6, -1, True, None, "train"] + [None] * (len(dep["inputs"]) - 8)  # the locale: null
 def page():
     http = httpx.Client(timeout=60)
     session = uuid.uuid4().hex
-    body = {{"data": [session, None, -1, 0.6, -1, True, None, "train"], "fn_index": fn, "session_hash": session}}
+    body = {{"data": [session, *data[1:]], "fn_index": fn, "session_hash": session}}
     while not stop.is_set():
         t = time.time()
         http.post(url + "gradio_api/run/page_tick", json=body)  # the page's own tick, as a browser sends it

@@ -39,6 +39,9 @@ import httpx
 url, visitors, seconds, run = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 config = httpx.get(url + "config", timeout=30).json()
 fn = {d["api_name"]: d["id"] for d in config["dependencies"]}
+# Inputs left out are sent as null, as a browser sends an unset state (the page's locale then reads as English).
+width = {d["api_name"]: len(d["inputs"]) for d in config["dependencies"]}
+pad = lambda name, data: list(data) + [None] * (width[name] - len(data))
 stop = time.time() + seconds
 lock = threading.Lock()
 stats = {"ticks": [], "http_5xx": 0, "errors": {}, "calls": {}}
@@ -48,7 +51,8 @@ def note(kind, key):
         stats[kind][key] = stats[kind].get(key, 0) + 1
 
 def call(http, name, data, session):
-    body = {"data": data, "fn_index": fn[name], "session_hash": session, "event_data": None, "trigger_id": None}
+    body = {"data": pad(name, data), "fn_index": fn[name], "session_hash": session, "event_data": None,
+            "trigger_id": None}
     note("calls", name)
     r = http.post(url + "gradio_api/queue/join", json=body)
     if r.status_code >= 500:
@@ -81,8 +85,9 @@ def visitor(i):
         next_start = time.time() + rnd.uniform(10, 90)
         while time.time() < stop:
             t = time.time()
-            body = {"data": [cid, None, -1, 0.6, -1, True, None, "train"], "fn_index": fn["page_tick"],
-                    "session_hash": session, "event_data": None, "trigger_id": None}
+            data = pad("page_tick", [cid, None, -1, 0.6, -1, True, None, "train"])
+            body = {"data": data, "fn_index": fn["page_tick"], "session_hash": session, "event_data": None,
+                    "trigger_id": None}
             r = http.post(url + "gradio_api/run/page_tick", json=body)
             with lock:
                 stats["ticks"].append(time.time() - t)
