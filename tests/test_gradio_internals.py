@@ -23,3 +23,70 @@ def test_every_tuned_queue_attribute_exists_and_is_set():
     fresh = gr.Blocks()
     fresh.queue()
     assert all(getattr(fresh._queue, name) != value for name, value in QUEUE_SETTINGS.items())
+
+
+def _skip_demo():
+    with gr.Blocks() as demo:
+        plot, menu, note, box = gr.Plot(), gr.Dropdown(["a", "b"]), gr.Markdown("x"), gr.State(0)
+        button = gr.Button()
+        button.click(lambda: {note: "y", box: 1}, None, [plot, menu, note, box])
+    return demo, demo.fns[0], (plot, menu, note, box)
+
+
+def test_cheap_skips_sends_what_gradio_sends_without_rebuilding_skipped_outputs(monkeypatch):
+    import asyncio
+
+    from gradio.state_holder import SessionState
+
+    from rloo_demo.ui.gradio_internals import SKIP, cheap_skips
+
+    demo, fn, (plot, menu, note, box) = _skip_demo()
+    expected_state = SessionState(demo)
+    expected = asyncio.run(demo.postprocess_data(fn, {note: "y", box: 1}, expected_state))
+    assert expected[0] == SKIP and expected[1] == SKIP  # gradio's answer for the outputs left out
+
+    built = []
+    real_init = gr.Plot.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(type(self).__name__)
+        real_init(self, *args, **kwargs)
+
+    cheap_skips(demo)
+    monkeypatch.setattr(gr.Plot, "__init__", counting_init)
+    state = SessionState(demo)
+    built.clear()
+    got = asyncio.run(demo.postprocess_data(fn, {note: "y", box: 1}, state))
+    assert got == expected  # the page receives the same thing
+    assert state[box._id] == 1  # the state output is still stored
+    assert built == []  # and the skipped Plot was not rebuilt (gradio rebuilds it: see below)
+    demo2, fn2, (_, _, note2, box2) = _skip_demo()  # without the patch
+    built.clear()
+    asyncio.run(demo2.postprocess_data(fn2, {note2: "y", box2: 1}, SessionState(demo2)))
+    assert built == ["Plot"]
+
+
+def test_cheap_skips_leaves_lists_and_full_dicts_to_gradio():
+    import asyncio
+
+    from gradio.state_holder import SessionState
+
+    from rloo_demo.ui.gradio_internals import cheap_skips
+
+    demo, fn, (plot, menu, note, box) = _skip_demo()
+    full = {plot: None, menu: "a", note: "z", box: 2}
+    expected = [asyncio.run(demo.postprocess_data(fn, p, SessionState(demo))) for p in ([None, "b", "w", 3], full)]
+    cheap_skips(demo)
+    got = [asyncio.run(demo.postprocess_data(fn, p, SessionState(demo))) for p in ([None, "b", "w", 3], full)]
+    assert got == expected
+
+
+def test_the_app_installs_cheap_skips():
+    from rloo_demo.limits import LOCAL
+    from rloo_demo.ui.app import prepare
+
+    demo, _, _ = _skip_demo()
+    before = demo.postprocess_data
+    prepare(demo, LOCAL)
+    assert demo.postprocess_data != before and demo.postprocess_data.__name__ == "postprocess_data"
+    assert "cheap_skips" in demo.postprocess_data.__qualname__

@@ -27,7 +27,7 @@ from rloo_demo.ui import compare_tab, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
 from rloo_demo.ui.common import L, Page, caller_of, guarded
 from rloo_demo.ui.controller import Controller
-from rloo_demo.ui.gradio_internals import quiet_queue
+from rloo_demo.ui.gradio_internals import cheap_skips, quiet_queue
 
 TICK_SECONDS = 1.0
 SHUTDOWN_SECONDS = 8.0  # on SIGTERM, how long a run may take to reach its step boundary and save (docker: 10 s)
@@ -213,6 +213,7 @@ def prepare(demo: gr.Blocks, limits: Limits) -> gr.Blocks:
     """Queue settings: at most 4 events at once by default, and in public mode a bounded waiting line."""
     demo.queue(default_concurrency_limit=4, max_size=64 if limits.public else None)
     quiet_queue(demo)
+    cheap_skips(demo)
     return demo
 
 

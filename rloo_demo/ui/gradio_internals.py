@@ -6,6 +6,8 @@ working (``quiet_queue`` itself only sets attributes that exist).
 
 from __future__ import annotations
 
+import copy
+
 import gradio as gr
 
 # (attribute of gradio's Queue, value): what quiet_queue sets, and the test checks still exists.
@@ -32,3 +34,43 @@ def quiet_queue(demo: gr.Blocks) -> list[str]:
             setattr(queue, name, value)
             done.append(name)
     return done
+
+
+SKIP = {"__type__": "update"}  # what gradio sends the page for an output an event leaves unchanged (gr.skip())
+
+
+def cheap_skips(demo: gr.Blocks) -> None:
+    """Make an output an event leaves out cost nothing.
+
+    An event that returns a dict naming some of its outputs gets ``gr.skip()`` for the others, and gradio 6 then
+    rebuilds each skipped component from its constructor arguments and re-serialises its config, for nothing: the
+    page receives ``{"__type__": "update"}`` either way. The page tick has 24 outputs and, on an idle page, names
+    3, so that rebuild was most of a tick's cost (about 60 ms of CPU, holding the GIL the training thread needs;
+    measured by ``scripts/bench_load.py``). Here the named outputs go through gradio's own postprocessing and the
+    others are sent as the same bare update, without the rebuild."""
+    original = demo.postprocess_data
+
+    async def postprocess_data(block_fn, predictions, state):
+        outputs = list(block_fn.outputs)
+        named = (
+            isinstance(predictions, dict)
+            and predictions
+            and all(isinstance(k, gr.blocks.Block) for k in predictions)
+            and len(outputs) > 1
+            and not getattr(block_fn, "is_validator_function", False)
+        )
+        if not named:
+            return await original(block_fn, predictions, state)
+        ids = {b._id for b in predictions}
+        keep = [i for i, b in enumerate(outputs) if b._id in ids]
+        if len(keep) == len(outputs):
+            return await original(block_fn, predictions, state)
+        subset = copy.copy(block_fn)
+        subset.outputs = [outputs[i] for i in keep]
+        values = await original(subset, predictions, state) if keep else []
+        result = [dict(SKIP) for _ in outputs]
+        for i, value in zip(keep, values, strict=True):
+            result[i] = value
+        return result
+
+    demo.postprocess_data = postprocess_data
