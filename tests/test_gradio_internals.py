@@ -28,8 +28,9 @@ def test_every_tuned_queue_attribute_exists_and_is_set():
 def _skip_demo():
     with gr.Blocks() as demo:
         plot, menu, note, box = gr.Plot(), gr.Dropdown(["a", "b"]), gr.Markdown("x"), gr.State(0)
+        other = gr.State(5)  # a state the event leaves out
         button = gr.Button()
-        button.click(lambda: {note: "y", box: 1}, None, [plot, menu, note, box])
+        button.click(lambda: {note: "y", box: 1}, None, [plot, menu, note, box, other])
     return demo, demo.fns[0], (plot, menu, note, box)
 
 
@@ -74,10 +75,10 @@ def test_cheap_skips_leaves_lists_and_full_dicts_to_gradio():
     from rloo_demo.ui.gradio_internals import cheap_skips
 
     demo, fn, (plot, menu, note, box) = _skip_demo()
-    full = {plot: None, menu: "a", note: "z", box: 2}
-    expected = [asyncio.run(demo.postprocess_data(fn, p, SessionState(demo))) for p in ([None, "b", "w", 3], full)]
+    full = {plot: None, menu: "a", note: "z", box: 2, fn.outputs[4]: 6}
+    expected = [asyncio.run(demo.postprocess_data(fn, p, SessionState(demo))) for p in ([None, "b", "w", 3, 4], full)]
     cheap_skips(demo)
-    got = [asyncio.run(demo.postprocess_data(fn, p, SessionState(demo))) for p in ([None, "b", "w", 3], full)]
+    got = [asyncio.run(demo.postprocess_data(fn, p, SessionState(demo))) for p in ([None, "b", "w", 3, 4], full)]
     assert got == expected
 
 

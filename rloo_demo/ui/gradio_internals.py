@@ -68,7 +68,7 @@ def cheap_skips(demo: gr.Blocks) -> None:
         subset = copy.copy(block_fn)
         subset.outputs = [outputs[i] for i in keep]
         values = await original(subset, predictions, state) if keep else []
-        result = [dict(SKIP) for _ in outputs]
+        result = [None if b.stateful else dict(SKIP) for b in outputs]  # gradio sends a state's None, as here
         for i, value in zip(keep, values, strict=True):
             result[i] = value
         return result
