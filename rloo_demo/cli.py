@@ -1,7 +1,7 @@
 """Command line: ``python -m rloo_demo train | evaluate | infer`` (the tutorial's three scripts in one), and the
 estimator lab: ``variance`` and ``arena`` (why a leave-one-out baseline?).
 
-    python -m rloo_demo train                                  # the embedded defaults, about a minute on 2 cores
+    python -m rloo_demo train                                  # the embedded defaults, under 2 minutes on 2 cores
     python -m rloo_demo train --config run.yaml --max-steps 50 # a config file, with flags on top
     python -m rloo_demo evaluate --run runs/<name>             # base vs trained on held-out prompts
     python -m rloo_demo infer --run runs/<name> --prompt "This movie was"

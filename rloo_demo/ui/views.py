@@ -31,9 +31,10 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-# The default run (16 completions x 24 tokens a step) measured on 2 cores; scaled by completions x tokens for
-# other settings when the server has not yet finished a run of its own to learn from.
-DEFAULT_STEP_SECONDS = 0.26
+# The default run (16 completions x 24 tokens a step, per-token record on) measured on 2 cores by
+# scripts/bench_engine.py (150 steps in 106 s with loading, 30 Nov 2026); scaled by completions x tokens for other
+# settings when the server has not yet finished a run of its own to learn from.
+DEFAULT_STEP_SECONDS = 0.65
 DEFAULT_STEP_WORK = 16 * 24
 LOAD_SECONDS = 3.0  # loading the models and prompts before the first step
 
@@ -44,7 +45,7 @@ def text(value) -> str:
 
 
 def estimate_text(config: RunConfig, step_seconds: float, budget: float | None, locale: str = "en") -> str:
-    """'About 45 s: 150 steps × 0.26 s' before Start, and where this server's compute budget would stop it."""
+    """'About 1:41: 150 steps × 0.65 s' before Start, and where this server's compute budget would stop it."""
     total = LOAD_SECONDS + config.max_steps * step_seconds
     line = t(
         locale,
