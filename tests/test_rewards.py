@@ -90,11 +90,11 @@ def test_unknown_reward():
 def test_a_causal_lm_is_not_a_classifier_reward():
     """Row 17 of issue 8: a causal LM as ``classifier:`` would get a random head and train on noise."""
     from rloo_demo.config import RunConfig
-    from rloo_demo.hub import ResolveError
+    from rloo_demo.hub import ASSETS_DIR, ResolveError
     from rloo_demo.training import check_resources
 
     with pytest.raises(ResolveError, match="is not a sequence classifier"):
         build_reward("classifier:embedded:tiny-imdb-gpt2")
     with pytest.raises(ResolveError, match="is not a sequence classifier"):  # before any run folder is made
-        check_resources(RunConfig(rewards=["classifier:./assets/tiny-imdb-gpt2"]))
+        check_resources(RunConfig(rewards=[f"classifier:{ASSETS_DIR / 'tiny-imdb-gpt2'}"]))  # a folder, by path
     build_reward("classifier:embedded:tiny-imdb-sentiment")  # the real one passes
