@@ -37,6 +37,7 @@ VISITORS = r"""
 import json, os, random, statistics, sys, threading, time
 import httpx
 url, visitors, seconds, run = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+ticks_only = sys.argv[5] == "1"  # visitors that only watch: tells the cost of watching from that of sampling
 config = httpx.get(url + "config", timeout=30).json()
 fn = {d["api_name"]: d["id"] for d in config["dependencies"]}
 # Inputs left out are sent as null, as a browser sends an unset state (the page's locale then reads as English).
@@ -93,20 +94,20 @@ def visitor(i):
                 stats["ticks"].append(time.time() - t)
                 if r.status_code >= 500:
                     stats["http_5xx"] += 1
-            if t > next_compare:
+            if t > next_compare and not ticks_only:
                 call(http, "compare_refresh", [None, None], session)
                 args = [cid, run, "This movie was", 4, 24, 1.0, 1.0, rnd.randrange(100)]
                 out = call(http, "compare_sample", args, session)
                 if out and isinstance(out[0], str) and out[0].startswith("**Error:**"):
                     note("errors", "compare: " + out[0][10:70])
                 next_compare = time.time() + rnd.uniform(20, 40)
-            if t > next_eval:
+            if t > next_eval and not ticks_only:
                 call(http, "compare_refresh", [None, None], session)
                 out = call(http, "compare_evaluate", [cid, run, 8, 0], session)
                 if out and isinstance(out[0], str) and out[0].startswith("**Error:**"):
                     note("errors", "evaluate: " + out[0][10:70])
                 next_eval = time.time() + rnd.uniform(60, 120)
-            if t > next_start:
+            if t > next_start and not ticks_only:
                 out = call(http, "start_run", ["{}", cid], session)
                 if out and isinstance(out[0], dict) and "error" in out[0]:
                     note("errors", "start: " + out[0]["error"][:60])
@@ -163,6 +164,7 @@ def main() -> int:
     ap.add_argument("--visitors", type=int, default=10, help="simulated visitors")
     ap.add_argument("--minutes", type=float, default=5.0, help="length of the load phase")
     ap.add_argument("--baseline-steps", type=int, default=120, help="steps of the run without visitors")
+    ap.add_argument("--ticks-only", action="store_true", help="visitors only watch (no Compare, Evaluate, Start)")
     args = ap.parse_args()
 
     home = Path.home() / ".rloo-demo-bench"  # the Space layout: outside the working folder and /tmp
@@ -209,6 +211,7 @@ def main() -> int:
                 str(args.visitors),
                 str(args.minutes * 60),
                 loaded,
+                "1" if args.ticks_only else "0",
             ],
             capture_output=True,
             text=True,

@@ -130,6 +130,41 @@ def test_sampling_gate_leaves_training_its_share_of_the_cpu():
         pass
 
 
+def test_sampling_gate_counts_the_jobs_queued_before_a_job_starts():
+    """Visitors arriving together are all under the share on arrival; each is checked again when its turn comes,
+    after the jobs before it have been counted (checked on arrival only, ten of them ran back to back)."""
+    clock = Clock()
+    gate = SamplingGate(replace(LOCAL, sampling_share=0.25), training=lambda: True, clock=clock)
+    entered, release, outcome = threading.Event(), threading.Event(), []
+
+    def first():
+        with gate("a"):
+            entered.set()
+            release.wait(5)
+            clock.now += 16  # more than the 15 s share of a minute
+
+    def second():
+        try:
+            with gate("b"):
+                outcome.append("ran")
+        except RateLimited as exc:
+            outcome.append(str(exc))
+
+    a = threading.Thread(target=first)
+    a.start()
+    entered.wait(5)
+    b = threading.Thread(target=second)  # arrives while nothing has been counted yet, and waits its turn
+    b.start()
+    time.sleep(0.2)
+    release.set()
+    a.join(5)
+    b.join(5)
+    assert len(outcome) == 1 and "a run is training" in outcome[0]
+    with pytest.raises(RateLimited):  # the refusal gave its turn back: the next caller is refused, not left waiting
+        with gate("c"):
+            pass
+
+
 def test_sampling_gate_runs_one_job_at_a_time(monkeypatch):
     monkeypatch.setattr(controller_module, "SAMPLING_WAIT", 0.2)
     gate = SamplingGate(LOCAL, training=lambda: False)
