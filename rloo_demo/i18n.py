@@ -42,7 +42,7 @@ def normalize(value) -> str:
     return code if code in LOCALES else DEFAULT
 
 
-def t(locale, key: str, **params) -> str:
+def t(locale, key: str, /, **params) -> str:
     """The text of ``key`` in ``locale`` (English where the locale lacks it), with ``{name}`` placeholders filled."""
     template = load(normalize(locale)).get(key)
     if template is None:

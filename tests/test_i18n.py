@@ -185,6 +185,15 @@ def test_every_plot_text_is_translated(locale):
             assert text != en or en in keep, (locale, en)
 
 
+@pytest.mark.parametrize("locale", OTHERS)
+def test_a_plot_note_naming_a_missing_metric_is_translated(locale):
+    """Its placeholder is called ``key``, as is t()'s own argument: the run's plots once failed in every other
+    language as soon as a metric was missing (a run's first steps have no grad_norm yet, an older run none)."""
+    shown = i18n.plot_text(locale, "'grad_norm' was not logged in this run.")
+    assert shown == t(locale, "plot.metric_missing", key="grad_norm") and "grad_norm" in shown
+    assert shown != "'grad_norm' was not logged in this run."
+
+
 def test_a_locale_from_a_caller_is_one_of_four():
     from rloo_demo.ui.controller import Controller
 
