@@ -134,3 +134,33 @@ def test_interrupted_runs_are_marked_failed_on_restart(tmp_path):
     Runner(str(tmp_path))
     st = run.status()
     assert st["status"] == "failed" and "interrupted" in st["error"]
+
+
+def test_pages_watching_the_same_step_share_one_build_of_the_plots(monkeypatch):
+    """Ten pages (or one client sending drawn=-1 every tick) must not rebuild a run's figures each tick: they are
+    built once per new step, and again for another smoothing or language."""
+    from types import SimpleNamespace
+
+    from rloo_demo.ui import train_tab
+    from rloo_demo.ui.controller import RunView
+
+    builds = []
+    real = train_tab.figures
+    monkeypatch.setattr(train_tab, "figures", lambda *a, **k: builds.append(a[1:]) or real(*a, **k))
+    records = [{"step": s, "logged_at": 1000.0 + s, "reward": 0.1 * s, "kl": 0.01 * s} for s in range(1, 6)]
+    ui = SimpleNamespace(status="status", run_error="error", plots=[f"plot{i}" for i in range(10)], drawn="drawn")
+
+    def view(n):
+        return RunView("shared-run", "running", None, records[:n], 10, 1.0, None, True)
+
+    first = train_tab.render(ui, view(4), 0.6, -1, "en")
+    for _ in range(9):
+        again = train_tab.render(ui, view(4), 0.6, -1, "en")
+    assert len(builds) == 1
+    assert [again[p] for p in ui.plots] == [first[p] for p in ui.plots] and again["drawn"] == 4
+    train_tab.render(ui, view(5), 0.6, -1, "en")  # a new step
+    train_tab.render(ui, view(5), 0.0, -1, "en")  # another smoothing
+    train_tab.render(ui, view(5), 0.0, -1, "ru")  # another language
+    train_tab.render(ui, view(5), float("nan"), -1, "ru")  # not a number: the default smoothing
+    assert builds == [(0.6, "en"), (0.6, "en"), (0.0, "en"), (0.0, "ru"), (None, "ru")]
+    assert train_tab.render(ui, view(5), 0.0, 5, "en").keys() == {"status", "error"}  # drawn already: no plots

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math
+import threading
 from types import SimpleNamespace
 
 import gradio as gr
@@ -12,7 +14,7 @@ import gradio as gr
 from rloo_demo import i18n, plots
 from rloo_demo.hub import EMBEDDED_POLICY
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
-from rloo_demo.ui.controller import RunView
+from rloo_demo.ui.controller import LRU, RunView
 from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, INSTRUCT_MODELS, PROMPT_TEMPLATES, defaults
 from rloo_demo.ui.views import live_collapse_warning, status_line, text
 
@@ -233,6 +235,29 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
     return [as_plot(i18n.localize_figure(f, locale)) for f in figs]
 
 
+# The plots of a run are built once per new step, not once per page: ten pages watching a 300-step run rebuilt
+# ~25 ms of figures each, every tick (a client that sends drawn=-1 gets all of them each time), and that pure
+# Python held the GIL the training thread next door needs between its torch ops (measured with
+# scripts/bench_load.py). Keyed by the run, its last record and the page's smoothing and language.
+_FIGURES = LRU(16)
+_FIGURES_LOCK = threading.Lock()
+
+
+def shared_figures(view: RunView, smoothing, locale: str = "en") -> list:
+    """``figures`` of a run's records, shared by every page that shows the same step with the same settings."""
+    number = isinstance(smoothing, int | float) and not isinstance(smoothing, bool) and math.isfinite(smoothing)
+    smoothing = round(smoothing, 3) if number else None  # None: figures' default
+    last = view.records[-1] if view.records else {}
+    key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), smoothing, locale)
+    with _FIGURES_LOCK:
+        built = _FIGURES.get_fresh(key)
+    if built is None:
+        built = figures(view.records, smoothing, locale)
+        with _FIGURES_LOCK:
+            _FIGURES.put(key, built)
+    return built
+
+
 def failure_markdown(error: str, locale: str = "en") -> str:
     """A failed run's error; one with several lines (a reward function's traceback) keeps them, in a block. The
     frame is in the page's language, the error as the engine wrote it."""
@@ -253,7 +278,7 @@ def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: st
         ui.run_error: failure_markdown(view.error, locale) if view.status == "failed" and view.error else "",
     }
     if view.last_step != last_drawn:
-        out.update(zip(ui.plots, figures(view.records, smoothing, locale), strict=True))
+        out.update(zip(ui.plots, shared_figures(view, smoothing, locale), strict=True))
         out[ui.drawn] = view.last_step
     return out
 
