@@ -199,7 +199,7 @@ def main() -> int:
         # 2. the same run under load, until the budget (or --minutes) ends it
         loaded = post_api(url, "start_run", [json.dumps(RUN), "bench"])["run"]
         rss_before = rss_mb(proc.pid)
-        visitors = subprocess.run(
+        visitors = subprocess.Popen(
             [
                 "nice",
                 "-n",
@@ -213,12 +213,20 @@ def main() -> int:
                 loaded,
                 "1" if args.ticks_only else "0",
             ],
-            capture_output=True,
-            text=True,
-            check=True,
+            stdout=(visitors_out := tempfile.TemporaryFile("w+")),  # a pipe could fill and stall them
         )
+        # RSS every few seconds: growth that levels off (first models and imports loaded) is not a leak
+        rss = [(0.0, rss_before)]
+        start = time.time()
+        while visitors.poll() is None:
+            time.sleep(5)
+            rss.append((time.time() - start, rss_mb(proc.pid)))
+        if visitors.returncode != 0:
+            raise RuntimeError(f"the visitors failed with status {visitors.returncode}")
+        visitors_out.seek(0)
         rss_after = rss_mb(proc.pid)
-        stats = json.loads(visitors.stdout.strip().splitlines()[-1])
+        half = [mb for t, mb in rss if t >= args.minutes * 30]
+        stats = json.loads(visitors_out.read().strip().splitlines()[-1])
         post_api(url, "stop_run", [loaded, "bench"])
         wait_finished(url, loaded, 120)
         loaded_times = step_times(runs / loaded)
@@ -235,6 +243,8 @@ def main() -> int:
             rss_before_mb=round(rss_before, 1),
             rss_after_mb=round(rss_after, 1),
             rss_growth_mb=round(rss_after - rss_before, 1),
+            rss_peak_mb=round(max(mb for _, mb in rss), 1),
+            rss_growth_second_half_mb=round(rss_after - half[0], 1) if half else None,
             http_5xx=stats["http_5xx"],
             calls=stats["calls"],
             refusals=stats["errors"],
