@@ -91,3 +91,41 @@ def test_the_app_installs_cheap_skips():
     prepare(demo, LOCAL)
     assert demo.postprocess_data != before and demo.postprocess_data.__name__ == "postprocess_data"
     assert "cheap_skips" in demo.postprocess_data.__qualname__
+
+
+ARENA_PROBE = """
+import ctypes, sys, threading
+if sys.argv[1] == "bound":
+    from rloo_demo.malloc import bound_arenas
+    assert bound_arenas()
+barrier = threading.Barrier(8)
+def work():  # eight threads allocating at once: each would get an arena of its own
+    barrier.wait()
+    keep = [bytearray(4096) for _ in range(2000)]
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+ctypes.CDLL("libc.so.6").malloc_stats()  # one "Arena N:" block per arena, on stderr
+"""
+
+
+def test_the_app_bounds_malloc_arenas():
+    """Request threads that allocate together each get a glibc arena that keeps what it freed (the server grew by
+    hundreds of MB under load); the app keeps at most two."""
+    import inspect
+    import subprocess
+    import sys
+
+    from rloo_demo import malloc
+    from rloo_demo.ui import app
+
+    def arenas(mode):
+        out = subprocess.run([sys.executable, "-c", ARENA_PROBE, mode], capture_output=True, text=True, check=True)
+        return out.stderr.count("Arena ")
+
+    assert arenas("free") > malloc.MALLOC_ARENAS  # without the bound, the probe does make more arenas
+    assert arenas("bound") <= malloc.MALLOC_ARENAS
+    assert "bound_arenas()" in inspect.getsource(app.main)

@@ -22,6 +22,7 @@ import gradio as gr
 
 from rloo_demo import i18n
 from rloo_demo.limits import Limits
+from rloo_demo.malloc import bound_arenas
 from rloo_demo.runner import Runner
 from rloo_demo.ui import compare_tab, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
@@ -241,6 +242,7 @@ def install_sigterm(runner: Runner) -> None:
 
 def main() -> None:
     """Entry point of ``python app.py``."""
+    bound_arenas()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     limits = Limits.from_env()
     runner = Runner(
