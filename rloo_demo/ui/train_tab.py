@@ -239,14 +239,15 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
 # ~25 ms of figures each, every tick (a client that sends drawn=-1 gets all of them each time), and that pure
 # Python held the GIL the training thread next door needs between its torch ops (measured with
 # scripts/bench_load.py). Keyed by the run, its last record and the page's smoothing and language.
-_FIGURES = LRU(16)
+_FIGURES = LRU(32)
 _FIGURES_LOCK = threading.Lock()
 
 
 def shared_figures(view: RunView, smoothing, locale: str = "en") -> list:
     """``figures`` of a run's records, shared by every page that shows the same step with the same settings."""
     number = isinstance(smoothing, int | float) and not isinstance(smoothing, bool) and math.isfinite(smoothing)
-    smoothing = round(smoothing, 3) if number else None  # None: figures' default
+    # to the slider's own values (0 to 0.95 by 0.05): a client sending any other number cannot force a new build
+    smoothing = round(min(max(smoothing, 0.0), 0.95) * 20) / 20 if number else None  # None: figures' default
     last = view.records[-1] if view.records else {}
     key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), smoothing, locale)
     with _FIGURES_LOCK:
