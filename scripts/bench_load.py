@@ -139,9 +139,15 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def step_times(run_dir: Path) -> list[float]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [r["step_time"] for r in rows[3:]]  # skip warm-up steps
+def step_times(run_dir: Path, warmup: int = 3) -> list[float]:
+    """Step times of a run, the first ``warmup`` steps left out."""
+    try:
+        text = (run_dir / "metrics.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]  # a line being written waits
+    rows = [json.loads(line) for line in lines if line.strip()]
+    return [r["step_time"] for r in rows[warmup:]]
 
 
 def post_api(url: str, name: str, data: list):
@@ -198,6 +204,11 @@ def main() -> int:
         baseline = statistics.fmean(step_times(runs / base))
         # 2. the same run under load, until the budget (or --minutes) ends it
         loaded = post_api(url, "start_run", [json.dumps(RUN), "bench"])["run"]
+        # RSS before the load is taken once the run trains (its models, optimiser and first steps allocated), so
+        # that the growth is the visitors' cost, not the run's own memory
+        deadline = time.time() + 120
+        while time.time() < deadline and len(step_times(runs / loaded, warmup=0)) < 3:
+            time.sleep(0.5)
         rss_before = rss_mb(proc.pid)
         visitors = subprocess.Popen(
             [
