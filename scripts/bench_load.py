@@ -10,8 +10,9 @@ own tick event), and from time to time asks for a Compare, an Evaluate and a Sta
 The visitors run niced in a child process, so their own CPU does not count against the server.
 
 Reported: the training slowdown (mean step time under load / without visitors), tick latency (mean, p95, max),
-the server's RSS growth over the load phase, and the count of HTTP 5xx answers and of refusals by kind. Targets
-(issue 8): slowdown <= 1.5x, p95 tick <= 1.5 s, RSS growth <= 200 MB, no 5xx.
+the server's RSS growth over the load phase (from when the loaded run trains; also its peak and the growth in
+the phase's second half, which tells a leak from memory loaded once), and the count of HTTP 5xx answers and of
+refusals by kind. Targets (issue 8): slowdown <= 1.5x, p95 tick <= 1.5 s, RSS growth <= 200 MB, no 5xx.
 """
 
 from __future__ import annotations
