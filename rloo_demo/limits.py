@@ -317,6 +317,16 @@ def looks_like_hub_id(name: str) -> bool:
     return _HUB_ID.fullmatch(name) is not None
 
 
+def trusts_forwarded_for(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the ``X-Forwarded-For`` header tells visitors apart (for the per-visitor rates): only behind a proxy
+    that appends the client's address, as a Space's does (``SPACE_ID`` set), or where the operator says so with
+    ``RLOO_TRUST_FORWARDED=1`` (``0`` turns it off on a Space). Without such a proxy a client writes the header
+    itself and could be someone new on every call, so the socket's peer address is used."""
+    env = os.environ if env is None else env
+    raw = env.get("RLOO_TRUST_FORWARDED", "").strip()
+    return _truthy(raw) if raw else bool(env.get("SPACE_ID"))
+
+
 def _truthy(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 

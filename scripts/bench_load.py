@@ -185,6 +185,7 @@ def main() -> int:
         GRADIO_SERVER_NAME="127.0.0.1",
         GRADIO_SERVER_PORT=str(port),
         HF_HUB_OFFLINE="1",
+        RLOO_TRUST_FORWARDED="1",  # the visitors' X-Forwarded-For stands for a Space's proxy
     )
     url = f"http://127.0.0.1:{port}/"
     proc = subprocess.Popen(

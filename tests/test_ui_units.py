@@ -167,3 +167,26 @@ def test_pages_watching_the_same_step_share_one_build_of_the_plots(monkeypatch):
     train_tab.render(ui, view(5), 0.95, -1, "ru")
     assert builds == [(0.6, "en"), (0.6, "en"), (0.0, "en"), (0.0, "ru"), (None, "ru"), (0.95, "ru")]
     assert train_tab.render(ui, view(5), 0.0, 5, "en").keys() == {"status", "error"}  # drawn already: no plots
+
+
+def test_visitors_are_told_apart_by_forwarded_for_only_behind_a_proxy(monkeypatch):
+    """Per-visitor rates key on the address. A client without a proxy in front writes X-Forwarded-For itself and
+    could be someone new on every call, so the header counts only on a Space or where the operator trusts it."""
+    from types import SimpleNamespace
+
+    from rloo_demo.ui.common import caller_of
+
+    peer = SimpleNamespace(host="127.0.0.1")
+    request = SimpleNamespace(headers={"x-forwarded-for": "1.2.3.4, 10.9.8.7"}, client=peer)
+    for var in ("SPACE_ID", "RLOO_TRUST_FORWARDED"):
+        monkeypatch.delenv(var, raising=False)
+    assert caller_of(request, "cid").host == "127.0.0.1"
+    monkeypatch.setenv("SPACE_ID", "someone/rloo-demo")
+    assert caller_of(request, "cid").host == "10.9.8.7"  # the hop the Space's proxy appended
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "0")
+    assert caller_of(request, "cid").host == "127.0.0.1"
+    monkeypatch.delenv("SPACE_ID")
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "1")
+    assert caller_of(request, "cid").host == "10.9.8.7"
+    request.headers = {}
+    assert caller_of(request, "cid").host == "127.0.0.1"

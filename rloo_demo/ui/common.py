@@ -14,6 +14,7 @@ from gradio.i18n import I18nData
 
 from rloo_demo import i18n
 from rloo_demo.errors import UserError
+from rloo_demo.limits import trusts_forwarded_for
 from rloo_demo.ui.controller import Caller, Controller
 
 log = logging.getLogger(__name__)
@@ -39,11 +40,13 @@ def L(key: str) -> I18nData:  # noqa: N802 (short on purpose: it wraps every lab
 
 
 def caller_of(request: gr.Request | None, client_id=None) -> Caller:
-    """Who sent an event. The network address is the last ``X-Forwarded-For`` hop when a proxy (a Space) sets it,
-    the one a client cannot forge, else the socket's peer."""
+    """Who sent an event. The network address is the last ``X-Forwarded-For`` hop, the one a client cannot forge,
+    where a proxy sets it (``limits.trusts_forwarded_for``: a Space), else the socket's peer."""
     host = None
     if request is not None:
-        forwarded = (request.headers.get("x-forwarded-for") or "").split(",")[-1].strip()
+        forwarded = ""
+        if trusts_forwarded_for():
+            forwarded = (request.headers.get("x-forwarded-for") or "").split(",")[-1].strip()
         host = forwarded or (request.client.host if request.client else None)
     return Caller(client_id if isinstance(client_id, str) else "", host)
 

@@ -43,7 +43,8 @@ CACHE_ENTRIES = 64
 @dataclass(frozen=True)
 class Caller:
     """Who is asking: the browser's client id (kept in its localStorage) or an API caller's ``client_id``, and its
-    network address (the first ``X-Forwarded-For`` hop behind a Space's proxy), used for per-client rates."""
+    network address (``ui.common.caller_of``: the last ``X-Forwarded-For`` hop behind a Space's proxy), used for
+    per-client rates."""
 
     client_id: str = ""
     host: str | None = None
