@@ -17,12 +17,11 @@ from rloo_demo.data import load_embedded, split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
+import bench_generate  # noqa: E402
 import build_policy  # noqa: E402
 import build_reward_model  # noqa: E402
 import eval_policy  # noqa: E402
 import grow_policy  # noqa: E402
-
-LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
 
 LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
 
@@ -247,3 +246,20 @@ def test_embedded_policy_matches_its_model_card():
     assert config["vocab_size"] == int(vocab.replace(",", "")) and config["resid_pdrop"] == 0.0
     assert round(stats["parameters"] / 1e6, 2) == float(millions)
     assert f"{stats['heldout_perplexity']:.1f}" in card
+
+
+def test_the_hand_written_decode_of_bench_generate_is_the_models_own():
+    """bench_generate times a hand-written GPT-2 decode against generate: it must compute the same model, at every
+    step (its KV cache and positions too), or the comparison means nothing."""
+    from rloo_demo.hub import EMBEDDED_POLICY
+    from rloo_demo.training import load_policy
+
+    model, tok = load_policy(EMBEDDED_POLICY)
+    model.eval()
+    ids = torch.tensor([tok("The film was").input_ids] * 3)
+    with torch.no_grad():
+        tokens, logits = bench_generate.lean_decode(model, ids, 5, torch.Generator().manual_seed(1))
+        full = model(input_ids=torch.cat([ids, tokens], 1)).logits
+    assert tokens.shape == (3, 5)
+    for step, step_logits in enumerate(logits):
+        assert torch.allclose(step_logits, full[:, ids.shape[1] - 1 + step], atol=1e-4), step
