@@ -165,6 +165,7 @@ def test_pages_watching_the_same_step_share_one_build_of_the_plots(monkeypatch):
     train_tab.render(ui, view(5), 0.0001, -1, "ru")  # what the slider cannot send: its nearest value (0, built)
     train_tab.render(ui, view(5), 7.0, -1, "ru")  # beyond the slider: its end
     train_tab.render(ui, view(5), 0.95, -1, "ru")
+    train_tab.render(ui, view(5), 0.95, -1, "ru-RU")  # the same language, however a client spells it
     assert builds == [(0.6, "en"), (0.6, "en"), (0.0, "en"), (0.0, "ru"), (None, "ru"), (0.95, "ru")]
     assert train_tab.render(ui, view(5), 0.0, 5, "en").keys() == {"status", "error"}  # drawn already: no plots
 

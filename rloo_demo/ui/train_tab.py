@@ -248,6 +248,7 @@ def shared_figures(view: RunView, smoothing, locale: str = "en") -> list:
     number = isinstance(smoothing, int | float) and not isinstance(smoothing, bool) and math.isfinite(smoothing)
     # to the slider's own values (0 to 0.95 by 0.05): a client sending any other number cannot force a new build
     smoothing = round(min(max(smoothing, 0.0), 0.95) * 20) / 20 if number else None  # None: figures' default
+    locale = i18n.normalize(locale)  # likewise one of the four languages, whatever the client sends
     last = view.records[-1] if view.records else {}
     key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), smoothing, locale)
     with _FIGURES_LOCK:
