@@ -64,6 +64,7 @@ from transformers.trainer_callback import PrinterCallback
 from rloo_demo.cli import build_parser, config_from_args
 from rloo_demo.config import RunConfig
 from rloo_demo.evaluation import evaluate, format_report, heldout_prompts
+from rloo_demo.prompts import effective_template
 from rloo_demo.training import load_policy, train
 
 OLD_COMMIT = "b534667"  # engine and embedded policy before issue 11
@@ -301,6 +302,8 @@ def main(argv: list[str]) -> int:
             old_dir = old_tree(Path(tmp))
             old_config = {k: v for k, v in config.to_dict().items()}
             old_config["output_dir"] = str(Path(config.output_dir).resolve())
+            # the old code predates "auto" (issue 12): it gets the template auto stands for with this policy
+            old_config["prompt_template"] = effective_template(config)
             old = default_run(RunConfig.from_dict(old_config), old_dir)
         figures["old_default_run"] = old
         for label, r in (("new", new), (f"old ({OLD_COMMIT})", old)):
