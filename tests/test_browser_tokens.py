@@ -81,12 +81,14 @@ def test_select_a_completion_and_see_its_tokens(space_runs_dir):
         page.screenshot(path=str(ARTIFACTS / "rollouts-tokens-full.png"), full_page=True)
 
         # the same views in Georgian and Russian: the legend, note and probe written in the page's language
+        page.close()  # its ticks would keep the server busy while the next pages load
         for locale, language in (("ka", "ka-GE"), ("ru", "ru-RU")):
             text = load(locale)
             context = browser.new_context(locale=language, viewport={"width": 1400, "height": 1000})
             page = context.new_page()
             page.goto(url)
-            page.get_by_role("tab", name=text["tab.rollouts"], exact=True).click()
+            # a fresh context loads the whole front end again: on a busy CI machine that once took over 30 s
+            page.get_by_role("tab", name=text["tab.rollouts"], exact=True).click(timeout=90_000)
             page.wait_for_selector("#group-table [role=gridcell]", timeout=60_000)
             page.locator("#group-table [role=gridcell]").first.click()
             page.wait_for_selector("#token-view span.rloo-tok", timeout=30_000)
