@@ -191,3 +191,27 @@ def test_visitors_are_told_apart_by_forwarded_for_only_behind_a_proxy(monkeypatc
     assert caller_of(request, "cid").host == "10.9.8.7"
     request.headers = {}
     assert caller_of(request, "cid").host == "127.0.0.1"
+
+
+def test_the_smoothing_slider_event_goes_through_the_shared_builds(tmp_path, monkeypatch):
+    """The slider's release event (``train_redraw``) is callable by any client with any value: it must use the
+    same shared, snapped builds as the tick, not build the plots on every call."""
+    import math
+
+    from rloo_demo.runner import Runner
+    from rloo_demo.ui import train_tab
+    from rloo_demo.ui.app import build_app
+    from rloo_demo.ui.controller import Controller
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="slid"))
+    for step in range(1, 6):
+        run.append_metrics({"step": step, "reward": 0.1 * step, "logged_at": 1000.0 + step})
+    run.set_status("finished")
+    demo = build_app(Controller(Runner(str(tmp_path), watchdog=False)))
+    redraw = next(fn.fn for fn in demo.fns.values() if fn.api_name == "train_redraw")
+    builds = []
+    real = train_tab.figures
+    monkeypatch.setattr(train_tab, "figures", lambda *a, **k: builds.append(a[1:]) or real(*a, **k))
+    outs = [redraw("slid", value, "en") for value in (0.31, 0.3, 0.29999, math.nan, "x")]
+    assert builds == [(0.3, "en"), (None, "en")]
+    assert all(len(out) == 10 for out in outs)  # every plot, each time

@@ -340,8 +340,9 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
 
     @guarded(controller, lambda msg, locale: {ui.form_error: error_markdown(msg, locale)})
     def redraw(name, smoothing, locale="en"):
-        view = controller.view(name)
-        return dict(zip(ui.plots, figures(view.records if view else [], smoothing, locale), strict=True))
+        view = controller.view(name)  # through the shared builds: any client may send this event, with any value
+        built = shared_figures(view, smoothing, locale) if view is not None else figures([], None, locale)
+        return dict(zip(ui.plots, built, strict=True))
 
     ui.smoothing.release(
         redraw,
