@@ -19,7 +19,7 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from rloo_demo.data import EMBEDDED_SOURCE, TEMPLATES
+from rloo_demo.data import EMBEDDED_SOURCE, TEMPLATES, is_local_file
 from rloo_demo.errors import UserError
 from rloo_demo.hub import EMBEDDED_POLICY
 from rloo_demo.prompts import AUTO, CHAT
@@ -301,7 +301,7 @@ class RunConfig:
                 p[name] = f"must be a non-empty text of at most {limit} characters"
         if ok("data_source") and check_files:
             src = self.data_source
-            if Path(src).suffix.lower() in (".csv", ".jsonl", ".json") and not Path(src).is_file():
+            if is_local_file(src) and not Path(src).is_file():
                 p["data_source"] = f"file {src!r} does not exist; give a .csv/.jsonl path, a hub id or 'embedded:imdb'"
         if ok("policy") and check_files:
             pol = self.policy.strip()

@@ -92,10 +92,18 @@ def load_texts(source: str, text_column: str = "text") -> Dataset:
     return _texts_of(_source_rows(source), source, text_column)
 
 
+LOCAL_SUFFIXES = (".csv", ".jsonl", ".json")  # a data source ending so is a local file; anything else a hub id
+
+
+def is_local_file(source: str) -> bool:
+    """Whether a data source names a local file (by its suffix), rather than a hub dataset or the embedded data."""
+    return source != EMBEDDED_SOURCE and Path(source).suffix.lower() in LOCAL_SUFFIXES
+
+
 def _source_rows(source: str) -> list[dict]:
     """The rows of a local file or a hub dataset (its ``train`` split)."""
     path = Path(source)
-    if path.suffix.lower() in (".csv", ".jsonl", ".json"):
+    if is_local_file(source):
         if not path.is_file():
             raise DataError(f"data file {source!r} does not exist")
         rows = _read_local_rows(path)
@@ -240,10 +248,9 @@ def prompt_dataset(
 def _source_stamp(source: str):
     """What tells one version of a source from the next: a local file's size and modification time; nothing for
     the embedded CSV (it changes only with its package) and hub ids (a hub dataset is read once per process)."""
-    path = Path(source)
-    if source != EMBEDDED_SOURCE and path.suffix.lower() in (".csv", ".jsonl", ".json"):
+    if is_local_file(source):
         try:
-            st = path.stat()
+            st = Path(source).stat()
         except OSError:
             return None
         return st.st_mtime_ns, st.st_size
