@@ -27,11 +27,18 @@ log-probabilities (the tensors above), the policy's entropy (asked of TRL's own 
 logits), and, at the step boundary, the log-probability under the weights right after the optimiser update: one
 extra no-grad forward over the step's completions (``rloo_demo.tokens`` explains the lists). So a step's groups are
 handed to ``rollout_sink`` at the end of the step, not when they are generated.
+
+That extra forward needs only the weights as the update left them, and they stay so until the next step's optimiser
+update. So on one process it runs on a worker thread while the next step generates (the embedded policy trains on
+one torch thread, leaving the other core free), and the next update, the end of training, or an error waits for it
+(``_await_after``). A step's rollouts therefore reach the sink a little after its metrics are logged, never after
+the next step's update.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Callable
 
@@ -43,6 +50,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
 from rloo_demo.diagnostics import kl_estimators, step_diagnostics
 from rloo_demo.fast_step import SingleForwardRLOOTrainer
+from rloo_demo.overlap import Background, may_overlap
 from rloo_demo.prompts import prompt_text
 from rloo_demo.rewards import completion_text
 from rloo_demo.tokens import round_keeping_sum
@@ -60,6 +68,7 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
     log-probabilities under ``no_grad``, so what is captured here is unchanged."""
 
     baseline_kind = "leave-one-out"  # recorded in every group; "none" for plain REINFORCE (rloo_demo.trainers)
+    _after: Background | None = None  # the last step's "after" pass, while it runs in the background
 
     def __init__(self, *args, rollout_sink: RolloutSink | None = None, record_tokens: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
@@ -71,6 +80,14 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
         self.last_completion_ids: torch.Tensor | None = None  # local rows, for parity tests
         self.batch_observers: list[BatchObserver] = []
         self.add_callback(_StepBoundary(self))
+
+    def train(self, *args, **kwargs):
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            # On success the step boundary callbacks have waited already; on an error the worker may still run, and
+            # the caller may inspect or free the model next: wait, and let the training error (if any) win.
+            self._await_after(raise_errors=sys.exc_info()[0] is None)
 
     # 1. raw rewards and texts
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -241,26 +258,48 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
         return out
 
     # 4. the step boundary: the optimiser has updated the weights
-    def _finish_step(self) -> None:
-        """Score the step's completions under the updated weights, then hand the step's groups to the sink."""
+    def _finish_step(self, background: bool = False) -> None:
+        """Score the step's completions under the updated weights, then hand the step's groups to the sink. With
+        ``background`` (the step boundary callback) and where ``rloo_demo.overlap`` allows it, on a worker thread;
+        see the module docstring."""
+        self._await_after()
         pending, self._pending = self._pending, None
         if pending is None:
             return
+        if background and self.record_tokens and may_overlap(self, self.model):
+            self._after = Background(self._deliver, pending, name="rloo-after")
+        else:
+            self._deliver(pending)
+
+    def _deliver(self, pending: dict) -> None:
         if self.record_tokens:
             self._record_after(pending)
         if self.rollout_sink is not None and self.accelerator.is_main_process:
             self.rollout_sink(pending["step"], pending["groups"])
+
+    def _await_after(self, raise_errors: bool = True) -> None:
+        """Wait for the background "after" pass, if one runs; raise what it raised."""
+        job, self._after = self._after, None
+        if job is None:
+            return
+        try:
+            job.result()
+        except Exception as e:
+            if raise_errors:
+                raise RuntimeError("recording the step's log-probabilities after its update failed") from e
 
     def _record_after(self, pending: dict) -> None:
         b = pending["batch"]
         input_ids = torch.cat([b["prompt_ids"], b["completion_ids"]], dim=1)
         attention_mask = torch.cat([b["prompt_mask"], b["completion_mask"]], dim=1)
         # The same call TRL scores pi_old with, so before and after are computed alike (autocast, temperature).
-        # No lock needed: this thread is the only one that changes the weights, and it is not changing them now.
+        # No lock needed: only the training thread changes the weights, and it waits for this pass before it does.
         # TRL's method without its profiling wrapper: that wrapper logs to trackio at the step just finished, which
         # pushed trackio's own step counter one ahead of the run's steps.
-        score = getattr(RLOOTrainer._get_per_token_logps_and_entropies, "__wrapped__", None)
-        score = functools.partial(score, self) if score else self._get_per_token_logps_and_entropies
+        # TRL's own method, not this class's override: that one reads the state of the batch being scored, which
+        # the next step may be building on the other thread.
+        score = RLOOTrainer._get_per_token_logps_and_entropies
+        score = functools.partial(getattr(score, "__wrapped__", score), self)
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             after, _, _ = score(
                 self.model,
@@ -281,14 +320,20 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
 
 
 class _StepBoundary(TrainerCallback):
-    """Calls the trainer back at each step's end: after the optimiser step, before the step's metrics are logged
-    (so a reader that sees a step's metrics finds its rollouts too)."""
+    """Calls the trainer back at each step's end (after the optimiser step, before the step's metrics are logged),
+    and waits for the background "after" pass before the next update and at the end of training."""
 
     def __init__(self, trainer: CapturingRLOOTrainer):
         self.trainer = trainer
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.trainer._finish_step()
+        self.trainer._finish_step(background=True)
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer._await_after()  # the last step's "after" pass reads the weights this update changes
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.trainer._await_after()
 
 
 def _check_parity(groups: list[dict], normalized: bool) -> None:

@@ -17,6 +17,10 @@ Measured on the embedded policy (16 completions x 24 tokens, 1 thread, ``scripts
 forward is about 10% of a step. Anything this shortcut cannot prove safe (several processes, where DDP's gradient
 hooks need the forward to run through the wrapped model; several steps per generation; multimodal inputs;
 MoE auxiliary losses; evaluation) falls back to TRL's two passes.
+
+The reference model's scoring pass (with ``beta > 0``) needs the same inputs and nothing from the policy's, so it
+starts on a worker thread just before the policy's pass and TRL's call for it picks up the result
+(``rloo_demo.overlap`` says when that is allowed); with one torch thread the two passes run on the two cores.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import os
 
 import torch
 from trl import RLOOTrainer
+
+from rloo_demo.overlap import Background, may_overlap
 
 TORCH_DEFAULT_THREADS = torch.get_num_threads()  # before anything here changes it
 
@@ -56,12 +62,35 @@ def match_rows(reference: torch.Tensor, rows: torch.Tensor) -> torch.Tensor | No
 class SingleForwardRLOOTrainer(RLOOTrainer):
     """``RLOOTrainer`` whose scoring pass of the policy is also the loss's forward pass (see the module docstring)."""
 
+    _reference: Background | None = None  # the reference model's scoring pass, while it runs on a worker thread
+    backward_threads: int | None = None  # intra-op threads for the backward pass; None: those of the rest of the step
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._scoring_calls: int | None = None  # policy/reference calls so far in the batch being scored
         self._kept: tuple | None = None  # (ids with mask, logps with graph, entropies) of the scoring pass
         self.forward_passes_saved = 0
         self.reuse_policy_forward = True  # False: TRL's two passes (for benchmarks)
+
+    def use_backward_threads(self, threads: int) -> None:
+        """Run each backward pass on ``threads`` intra-op threads, and the rest of the step on what it has."""
+        if self.backward_threads is None:
+            # Trainer.training_step calls accelerator.backward: wrapping it on this trainer's accelerator is the one
+            # place that sees exactly the backward pass (generation and scoring run inside training_step too).
+            backward = self.accelerator.backward
+
+            def backward_with_its_threads(loss, **kwargs):
+                n, before = self.backward_threads, torch.get_num_threads()
+                if n == before:
+                    return backward(loss, **kwargs)
+                torch.set_num_threads(n)
+                try:
+                    return backward(loss, **kwargs)
+                finally:
+                    torch.set_num_threads(before)
+
+            self.accelerator.backward = backward_with_its_threads
+        self.backward_threads = threads
 
     @property
     def reuses_policy_forward(self) -> bool:
@@ -83,6 +112,24 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
             return super()._generate_and_score_completions(inputs)
         finally:
             self._scoring_calls = None
+            job, self._reference = self._reference, None
+            if job is not None:  # not asked for (TRL changed its calls, or an error): let it end before going on
+                job.wait()
+
+    def _start_reference(self, input_ids, attention_mask, logits_to_keep, batch_size, kwargs) -> Background | None:
+        """The reference model's scoring pass, started on a worker thread beside the policy's (which keeps its graph
+        and takes longer), for TRL's next call to pick up; None where TRL will not ask for it or it may not overlap.
+        """
+        if self.beta == 0.0 or self.ref_model is None or not may_overlap(self, self.model, self.ref_model):
+            return None
+        score = RLOOTrainer._get_per_token_logps_and_entropies  # TRL's own, not this class's override
+        score = getattr(score, "__wrapped__", score)  # and without its profiling wrapper, which logs from any thread
+
+        def run():
+            logps, _, _ = score(self, self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+            return (input_ids, attention_mask, logits_to_keep), logps
+
+        return Background(run, name="rloo-reference")
 
     def _get_per_token_logps_and_entropies(
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, **kwargs
@@ -92,12 +139,18 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
             first = self._scoring_calls == 0  # TRL scores the policy first, then the reference
             self._scoring_calls += 1
             if first and model is self.model:
+                self._reference = self._start_reference(input_ids, attention_mask, logits_to_keep, batch_size, kwargs)
                 with torch.enable_grad():
                     logps, entropies, _ = super()._get_per_token_logps_and_entropies(
                         model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy=True, **kwargs
                     )
                 self._kept = (torch.cat([input_ids, attention_mask], dim=1), logps, entropies)
                 return logps.detach(), (entropies.detach() if compute_entropy else None), None
+        if self._reference is not None and model is self.ref_model:
+            job, self._reference = self._reference, None
+            (ids, mask, keep), logps = job.result()
+            if ids is input_ids and mask is attention_mask and keep == logits_to_keep:  # the call it was started for
+                return logps, None, None
         if self._kept is not None and torch.is_grad_enabled() and not plain:
             keys, logps, entropies = self._kept
             self._kept = None
@@ -114,10 +167,11 @@ def engine_threads(policy: str) -> int:
     """Intra-op torch threads for training ``policy``: ``RLOO_TORCH_THREADS`` if set, else 1 for the embedded
     policy and torch's default for any other.
 
-    The embedded policy's matrices are too small to split well over threads: every one of the thousands of small
-    ops in a step ends in a barrier, and when another process (or the web server) holds one of the two cores, a
-    2-thread step waits at each barrier for a thread that is not running. Measured with
-    ``scripts/bench_engine.py --ablation`` (see its output in the README).
+    The embedded policy's matrices are too small to split well over threads: generation is thousands of tiny ops,
+    each ending in a barrier, and when another process (or the web server) holds one of the two cores, a 2-thread
+    step waits at each barrier for a thread that is not running (2.8x slower with one busy core, against 1.05x
+    for one thread). The backward pass is the exception: see ``backward_threads``. Measured with
+    ``scripts/bench_engine.py`` (see its output in the README).
     """
     env = os.environ.get("RLOO_TORCH_THREADS", "").strip()
     if env:
@@ -125,4 +179,20 @@ def engine_threads(policy: str) -> int:
     return 1 if policy.strip().startswith("embedded:") else TORCH_DEFAULT_THREADS
 
 
-__all__ = ["SingleForwardRLOOTrainer", "engine_threads", "match_rows"]
+def backward_threads(policy: str, num_processes: int = 1) -> int:
+    """Intra-op torch threads for the backward pass: up to 2 for the embedded policy on one process, else those of
+    ``engine_threads``.
+
+    Its matrices are the step's largest (every token of the batch at once), so 2 threads halve it on 2 idle cores
+    (about 150 -> 80 ms of a 500 ms step), and with a busy core it doubles (the step +19%), far from the 2.8x of a
+    whole step on 2 threads. A fixed count, not one chosen by timing: 1 and 2 threads sum the gradients in different
+    orders, so a count that followed the machine's load would make a seeded run unrepeatable. Several processes
+    (or ``RLOO_TORCH_THREADS``) already share out the cores: they keep one count for the whole step.
+    """
+    threads = engine_threads(policy)
+    if os.environ.get("RLOO_TORCH_THREADS", "").strip() or num_processes > 1:
+        return threads
+    return max(threads, min(2, TORCH_DEFAULT_THREADS)) if policy.strip().startswith("embedded:") else threads
+
+
+__all__ = ["SingleForwardRLOOTrainer", "backward_threads", "engine_threads", "match_rows"]

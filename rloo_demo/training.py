@@ -224,7 +224,7 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
     import torch
 
     from rloo_demo.capture import CapturingRLOOTrainer
-    from rloo_demo.fast_step import engine_threads
+    from rloo_demo.fast_step import SingleForwardRLOOTrainer, backward_threads, engine_threads
     from rloo_demo.prompts import run_prompts
     from rloo_demo.rewards import build_reward
     from rloo_demo.trainers import trainer_for
@@ -270,6 +270,8 @@ def build_trainer(config: RunConfig, state: RunState, progress: bool = False, st
         peft_config=config.peft_config(),
         **extra,
     )
+    if isinstance(trainer, SingleForwardRLOOTrainer):  # the engine's RLOO and REINFORCE: 2 threads for the backward
+        trainer.use_backward_threads(backward_threads(config.policy, num_processes))
     if config.variance_every and isinstance(trainer, CapturingRLOOTrainer):
         from rloo_demo.variance import TrainingMeter
 

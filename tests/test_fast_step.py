@@ -68,3 +68,40 @@ def test_engine_turns_gradient_checkpointing_off_for_the_embedded_policy(tmp_pat
 
     trl_default = RLOOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False)
     assert trl_default.gradient_checkpointing is True  # what we override
+
+
+def test_thread_counts_for_the_step_and_its_backward(monkeypatch):
+    from rloo_demo.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
+
+    monkeypatch.delenv("RLOO_TORCH_THREADS", raising=False)
+    embedded, hub = "embedded:tiny-imdb-gpt2", "openai-community/gpt2"
+    assert engine_threads(embedded) == 1 and backward_threads(embedded) == min(2, TORCH_DEFAULT_THREADS)
+    assert engine_threads(hub) == backward_threads(hub) == TORCH_DEFAULT_THREADS
+    assert backward_threads(embedded, num_processes=2) == 1  # the processes share out the cores already
+    monkeypatch.setenv("RLOO_TORCH_THREADS", "3")
+    assert engine_threads(embedded) == backward_threads(embedded) == 3  # one count, the user's, for the whole step
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="one core: the backward has no second thread to use")
+def test_the_backward_runs_on_two_threads_and_the_rest_of_the_step_on_one(tmp_path, monkeypatch):
+    from rloo_demo.training import RunState, build_trainer
+
+    monkeypatch.delenv("RLOO_TORCH_THREADS", raising=False)
+    config = RunConfig(output_dir=str(tmp_path), max_steps=2, prompts_per_step=2, max_new_tokens=8)
+    trainer = build_trainer(config, RunState(config))
+    seen = {"generate": [], "backward": []}
+    generate, backward = trainer._generate, torch.autograd.backward
+
+    def counting_generate(*args, **kwargs):
+        seen["generate"].append(torch.get_num_threads())
+        return generate(*args, **kwargs)
+
+    def counting_backward(*args, **kwargs):
+        seen["backward"].append(torch.get_num_threads())
+        return backward(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "_generate", counting_generate)
+    monkeypatch.setattr(torch.autograd, "backward", counting_backward)
+    trainer.train()
+    assert seen == {"generate": [1, 1], "backward": [2, 2]}
+    assert torch.get_num_threads() == 1  # put back after each backward

@@ -6,6 +6,8 @@ saved every N steps (atomically, thinned to a cap), and the probe samples them t
 """
 
 import json
+import threading
+import time
 from collections import defaultdict
 from dataclasses import replace
 
@@ -56,13 +58,14 @@ def sequence_logps(model, batch) -> list[float]:
     return (per_token * batch["completion_mask"]).sum(-1).tolist()
 
 
-def recorded_run(root, **settings):
+def recorded_run(root, recorder=None, release=None, **settings):
     config = RunConfig(output_dir=str(root), **(TINY | settings))
     state = RunState(config)
     state.run = RunFolder.create(config)
     trainer = build_trainer(config, state)
-    trainer.__class__ = LossInputRecorder
+    trainer.__class__ = recorder or LossInputRecorder
     trainer.loss_batches, trainer.captured = [], []
+    trainer.release, trainer.released, trainer.after_threads = release, [], []
     trainer.train()
     trainer._finish_step()  # nothing pending after the last step: a no-op, checked below
     return trainer, state
@@ -134,7 +137,10 @@ def test_entropy_is_the_one_trl_logged(kl_run):
 def test_after_is_the_policy_right_after_the_steps_update(kl_run):
     """Recomputed independently: Σ token_logp under the snapshot saved at the end of step s-1 (the base for s=1),
     Σ token_logp_after under the snapshot saved at the end of step s."""
-    trainer, state = kl_run
+    assert_after_is_right_after_the_update(*kl_run)
+
+
+def assert_after_is_right_after_the_update(trainer, state):
     policy = state.config.policy
     saved = dict(snapshots.list_snapshots(state.run.path))
     models = {0: load_policy(policy)[0]} | {s: snapshots.load_snapshot(saved[s], policy) for s in (1, 2)}
@@ -147,6 +153,54 @@ def test_after_is_the_policy_right_after_the_steps_update(kl_run):
             assert abs(a - b) > 1e-3  # the update moved it: before and after are not the same number twice
             checked += 1
     assert checked == 16
+
+
+class SlowAfter(LossInputRecorder):
+    """Its "after" pass waits until something else happens (the next step starts generating, or the training thread
+    waits for the pass), then lingers: an update that did not wait for it would change the weights under it."""
+
+    def _generate(self, *args, **kwargs):
+        self.released_by = "the next step's generation"
+        self.release.set()
+        return super()._generate(*args, **kwargs)
+
+    def _await_after(self, raise_errors=True):
+        if not self.release.is_set():
+            self.released_by = "the training thread waiting for it"
+            self.release.set()
+        super()._await_after(raise_errors)
+        self.release.clear()  # for the next step's pass
+
+    def _record_after(self, pending):
+        self.after_threads.append(threading.current_thread())
+        if not self.release.wait(timeout=10):  # run in the training thread, nothing can release it: give up
+            self.released_by = "a timeout"
+        self.released.append(self.released_by)
+        time.sleep(0.5)
+        super()._record_after(pending)
+
+
+def test_the_after_pass_runs_beside_the_next_step_and_the_update_waits_for_it(tmp_path):
+    """The token record's extra forward runs on a worker thread while the next step generates, and the next update
+    waits for it: its values are still those of the weights right after the step's own update."""
+    trainer, state = recorded_run(
+        tmp_path, max_steps=2, beta=0.1, snapshot_every=1, recorder=SlowAfter, release=threading.Event()
+    )
+    assert len(trainer.after_threads) == 2
+    assert threading.current_thread() not in trainer.after_threads  # the training ran in this thread
+    assert trainer.released == ["the next step's generation", "the training thread waiting for it"]
+    assert_after_is_right_after_the_update(trainer, state)
+    assert state.rollout_steps == [1, 2]
+
+
+def test_an_error_in_the_after_pass_fails_the_run(tmp_path):
+    class Failing(LossInputRecorder):
+        def _record_after(self, pending):
+            raise ValueError("the after pass broke")
+
+    with pytest.raises(RuntimeError, match="after its update") as raised:
+        recorded_run(tmp_path, max_steps=2, snapshot_every=0, recorder=Failing)
+    assert isinstance(raised.value.__cause__, ValueError)
 
 
 def test_rollouts_of_a_step_are_written_with_its_update(kl_run):
