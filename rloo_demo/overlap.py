@@ -53,6 +53,8 @@ def may_overlap(trainer, *models) -> bool:
     - no dropout: a forward with dropout draws from the random generator the next step samples with, and the run
       would then depend on which thread drew first.
     """
+    if not getattr(trainer, "overlap_passes", True):  # turned off (benchmarks)
+        return False
     acc = trainer.accelerator
     if acc.num_processes != 1 or not getattr(trainer.args, "disable_dropout", False):
         return False

@@ -141,12 +141,22 @@ def trl_default_trainer(config: RunConfig, out: str):
     return trainer
 
 
-def engine_trainer(config: RunConfig, out: str, reuse_forward: bool = True, checkpointing: bool = False):
+def engine_trainer(
+    config: RunConfig,
+    out: str,
+    reuse_forward: bool = True,
+    checkpointing: bool = False,
+    backward_threads: int = 0,
+    overlap: bool = True,
+):
     """The engine's trainer, as ``rloo_demo.training`` builds it (no run folder); the flags undo one saving each."""
     from rloo_demo.training import RunState, build_trainer
 
     trainer = build_trainer(config, RunState(config))
     trainer.reuse_policy_forward = reuse_forward
+    trainer.overlap_passes = overlap
+    if backward_threads:
+        trainer.use_backward_threads(backward_threads)
     if checkpointing:
         trainer.args.activation_checkpointing = True  # Trainer.train turns it on when this is set
     return trainer
@@ -258,9 +268,10 @@ def main(argv: list[str]) -> int:
     config.validate()
     figures: dict = {"machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"}
 
-    from rloo_demo.fast_step import TORCH_DEFAULT_THREADS, engine_threads
+    from rloo_demo.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
 
     threads = engine_threads(config.policy)
+    backward = backward_threads(config.policy)
     default_threads = TORCH_DEFAULT_THREADS
     if not own.no_step_compare:
         print(f"step time on {config.policy}: TRL's RLOOTrainer (default RLOOConfig) vs the engine", flush=True)
@@ -270,7 +281,8 @@ def main(argv: list[str]) -> int:
                 default_threads,
                 {},
             ),
-            f"engine ({threads} thread{'s' if threads > 1 else ''})": (engine_trainer, threads, {}),
+            f"engine ({threads} thread{'s' if threads > 1 else ''}"
+            + (f", {backward} for the backward)" if backward != threads else ")"): (engine_trainer, threads, {}),
         }
         if own.ablation:
             variants.update(
@@ -278,6 +290,8 @@ def main(argv: list[str]) -> int:
                     f"TRL RLOOTrainer, default RLOOConfig ({threads} threads)": (trl_default_trainer, threads, {}),
                     "engine + gradient checkpointing": (engine_trainer, threads, {"checkpointing": True}),
                     "engine + TRL's second policy forward": (engine_trainer, threads, {"reuse_forward": False}),
+                    "engine, backward on the step's threads": (engine_trainer, threads, {"backward_threads": threads}),
+                    "engine, no passes beside the step": (engine_trainer, threads, {"overlap": False}),
                     f"engine ({default_threads} threads, torch default)": (engine_trainer, default_threads, {}),
                 }
             )

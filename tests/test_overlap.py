@@ -52,6 +52,8 @@ def test_overlap_only_where_it_is_safe():
     assert not may_overlap(*fake(checkpointing=True))  # the pass would switch it under the other thread
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not may_overlap(trainer, model)  # autocast is per thread
+    trainer.overlap_passes = False
+    assert not may_overlap(trainer, model)  # turned off, as the benchmark's ablation does
 
 
 def test_the_reference_pass_runs_beside_the_policys_and_gives_trls_values(tmp_path):
