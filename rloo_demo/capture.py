@@ -278,15 +278,13 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
             self.rollout_sink(pending["step"], pending["groups"])
 
     def _await_after(self, raise_errors: bool = True) -> None:
-        """Wait for the background "after" pass, if one runs; raise what it raised."""
+        """Wait for the background "after" pass and the sink, if they run; raise what they raised, as it was (a full
+        disk while writing the rollouts must still read as a full disk)."""
         job, self._after = self._after, None
-        if job is None:
-            return
-        try:
+        if job is not None and raise_errors:
             job.result()
-        except Exception as e:
-            if raise_errors:
-                raise RuntimeError("recording the step's log-probabilities after its update failed") from e
+        elif job is not None:
+            job.wait()
 
     def _record_after(self, pending: dict) -> None:
         b = pending["batch"]

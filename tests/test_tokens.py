@@ -198,9 +198,8 @@ def test_an_error_in_the_after_pass_fails_the_run(tmp_path):
         def _record_after(self, pending):
             raise ValueError("the after pass broke")
 
-    with pytest.raises(RuntimeError, match="after its update") as raised:
+    with pytest.raises(ValueError, match="the after pass broke"):  # raised in the training thread, as it was
         recorded_run(tmp_path, max_steps=2, snapshot_every=0, recorder=Failing)
-    assert isinstance(raised.value.__cause__, ValueError)
 
 
 def test_rollouts_of_a_step_are_written_with_its_update(kl_run):
