@@ -1,10 +1,11 @@
 """Run a no-grad forward pass on a worker thread while the training thread goes on.
 
-The embedded policy trains on one torch thread (``rloo_demo.fast_step.engine_threads``), so on two cores the other
-one is free for work whose inputs are ready and whose weights do not change until a known point: the reference
-model's scoring pass beside the policy's (``rloo_demo.fast_step``), and the token record's pass under the updated
-weights beside the next step's generation (``rloo_demo.capture``). Torch ops release the GIL while they run, so two
-threads of tensor work overlap; each caller waits for the result before anything it reads can change.
+The embedded policy generates and scores on one torch thread (``rloo_demo.fast_step.engine_threads``; only its
+backward takes two), so on two cores the other one is free for work whose inputs are ready and whose weights do not
+change until a known point: the reference model's scoring pass beside the policy's (``rloo_demo.fast_step``), and
+the token record's pass under the updated weights beside the next step's generation (``rloo_demo.capture``). Torch
+ops release the GIL while they run, so two threads of tensor work overlap; each caller waits for the result before
+anything it reads can change.
 """
 
 from __future__ import annotations
