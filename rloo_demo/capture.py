@@ -37,14 +37,12 @@ the next step's update.
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from collections.abc import Callable
 
 import torch
 from transformers import TrainerCallback
-from trl import RLOOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
@@ -292,12 +290,7 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
         attention_mask = torch.cat([b["prompt_mask"], b["completion_mask"]], dim=1)
         # The same call TRL scores pi_old with, so before and after are computed alike (autocast, temperature).
         # No lock needed: only the training thread changes the weights, and it waits for this pass before it does.
-        # TRL's method without its profiling wrapper: that wrapper logs to trackio at the step just finished, which
-        # pushed trackio's own step counter one ahead of the run's steps.
-        # TRL's own method, not this class's override: that one reads the state of the batch being scored, which
-        # the next step may be building on the other thread.
-        score = RLOOTrainer._get_per_token_logps_and_entropies
-        score = functools.partial(getattr(score, "__wrapped__", score), self)
+        score = self.trl_scoring  # TRL's own, unwrapped: this class's override reads the batch being scored
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             after, _, _ = score(
                 self.model,

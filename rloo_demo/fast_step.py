@@ -25,6 +25,7 @@ starts on a worker thread just before the policy's pass and TRL's call for it pi
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -71,6 +72,16 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
         self._kept: tuple | None = None  # (ids with mask, logps with graph, entropies) of the scoring pass
         self.forward_passes_saved = 0
         self.reuse_policy_forward = True  # False: TRL's two passes (for benchmarks)
+
+    @property
+    def trl_scoring(self):
+        """TRL's own scoring call (``_get_per_token_logps_and_entropies``) bound to this trainer, for passes made
+        beside or after the batch being scored: not this class's override or a subclass's, which read and change
+        that batch's state (the next step may be building it on the other thread), and without TRL's profiling
+        wrapper, which logs to trackio at the current step from whatever thread calls it (it pushed trackio's step
+        counter one ahead of the run's steps)."""
+        score = RLOOTrainer._get_per_token_logps_and_entropies
+        return functools.partial(getattr(score, "__wrapped__", score), self)
 
     def use_backward_threads(self, threads: int) -> None:
         """Run each backward pass on ``threads`` intra-op threads, and the rest of the step on what it has."""
@@ -122,11 +133,10 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
         """
         if self.beta == 0.0 or self.ref_model is None or not may_overlap(self, self.model, self.ref_model):
             return None
-        score = RLOOTrainer._get_per_token_logps_and_entropies  # TRL's own, not this class's override
-        score = getattr(score, "__wrapped__", score)  # and without its profiling wrapper, which logs from any thread
+        score = self.trl_scoring
 
         def run():
-            logps, _, _ = score(self, self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+            logps, _, _ = score(self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
             return (input_ids, attention_mask, logits_to_keep), logps
 
         return Background(run, name="rloo-reference")
@@ -169,9 +179,9 @@ def engine_threads(policy: str) -> int:
 
     The embedded policy's matrices are too small to split well over threads: generation is thousands of tiny ops,
     each ending in a barrier, and when another process (or the web server) holds one of the two cores, a 2-thread
-    step waits at each barrier for a thread that is not running (2.8x slower with one busy core, against 1.05x
-    for one thread). The backward pass is the exception: see ``backward_threads``. Measured with
-    ``scripts/bench_engine.py`` (see its output in the README).
+    step waits at each barrier for a thread that is not running (with one core busy, a 2-thread step took
+    1,785 ms, 4x its idle time and 2.8x a 1-thread step's 641 ms, which was 1.05x its own idle time). The backward
+    pass is the exception: see ``backward_threads``. Measured with ``scripts/bench_engine.py`` (README, "The step").
     """
     env = os.environ.get("RLOO_TORCH_THREADS", "").strip()
     if env:
