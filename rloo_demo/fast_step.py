@@ -21,6 +21,12 @@ MoE auxiliary losses; evaluation) falls back to TRL's two passes.
 The reference model's scoring pass (with ``beta > 0``) needs the same inputs and nothing from the policy's, so it
 starts on a worker thread just before the policy's pass and TRL's call for it picks up the result
 (``rloo_demo.overlap`` says when that is allowed); with one torch thread the two passes run on the two cores.
+
+Generation, the largest part of the step, runs through ``rloo_demo.lean_decode`` where it applies (a plain GPT-2
+policy, sampling settings it covers, one process or DDP): TRL still pads the prompts and masks what follows each
+EOS, but its ``generate`` call gets the engine's decode, which draws one uniform per row instead of
+``torch.multinomial``'s one exponential per vocabulary entry. Same distribution, not the same draws: a seeded run
+samples other completions than TRL's would (``lean_draw = multinomial_draw`` gives TRL's own, token for token).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import os
 import torch
 from trl import RLOOTrainer
 
+from rloo_demo.lean_decode import inverse_cdf_draw, lean_generate, lean_plan
 from rloo_demo.overlap import Background, may_overlap
 
 TORCH_DEFAULT_THREADS = torch.get_num_threads()  # before anything here changes it
@@ -72,6 +79,10 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
         self._kept: tuple | None = None  # (ids with mask, logps with graph, entropies) of the scoring pass
         self.forward_passes_saved = 0
         self.reuse_policy_forward = True  # False: TRL's two passes (for benchmarks)
+        self.lean_generation = True  # False: always generate() (for benchmarks)
+        self.lean_draw = inverse_cdf_draw  # lean_decode.multinomial_draw: generate's own draws, token for token
+        self.lean_generate_calls = 0
+        self.lean_generation_skipped: str | None = None  # why the last generation used generate(), if it did
 
     @property
     def trl_scoring(self):
@@ -102,6 +113,44 @@ class SingleForwardRLOOTrainer(RLOOTrainer):
 
             self.accelerator.backward = backward_with_its_threads
         self.backward_threads = threads
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields):
+        """TRL's generation, with ``generate`` replaced by ``rloo_demo.lean_decode`` where that applies: TRL still
+        pads the prompts, unwraps the model and masks what follows each completion's EOS."""
+        why = None
+        if not self.lean_generation:
+            why = "turned off"
+        elif self.use_vllm or self.use_transformers_continuous_batching:
+            why = "another generation backend"
+        elif images is not None and any(i is not None for i in images) or multimodal_fields:
+            why = "multimodal inputs"
+        elif self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            why = "DeepSpeed or FSDP shards the weights"
+        if why:
+            self.lean_generation_skipped = why
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields)
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        generate, own = model.generate, model.__dict__.get("generate")
+
+        def lean_or_generate(input_ids, attention_mask, generation_config, **kwargs):
+            plan = "other arguments" if kwargs else lean_plan(model, generation_config, input_ids.size(1))
+            if isinstance(plan, str):
+                self.lean_generation_skipped = plan
+                return generate(
+                    input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config, **kwargs
+                )
+            self.lean_generation_skipped = None
+            self.lean_generate_calls += 1
+            return lean_generate(model, input_ids, attention_mask, plan, self.lean_draw)
+
+        model.generate = lean_or_generate  # TRL calls generate on this same object (unwrap_model_for_generation)
+        try:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields)
+        finally:
+            if own is None:
+                del model.generate
+            else:
+                model.generate = own
 
     @property
     def reuses_policy_forward(self) -> bool:

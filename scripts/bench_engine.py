@@ -148,6 +148,7 @@ def engine_trainer(
     checkpointing: bool = False,
     backward_threads: int = 0,
     overlap: bool = True,
+    lean_generation: bool = True,
 ):
     """The engine's trainer, as ``rloo_demo.training`` builds it (no run folder); the flags undo one saving each."""
     from rloo_demo.training import RunState, build_trainer
@@ -155,6 +156,7 @@ def engine_trainer(
     trainer = build_trainer(config, RunState(config))
     trainer.reuse_policy_forward = reuse_forward
     trainer.overlap_passes = overlap
+    trainer.lean_generation = lean_generation
     if backward_threads:
         trainer.use_backward_threads(backward_threads)
     if checkpointing:
@@ -292,6 +294,11 @@ def main(argv: list[str]) -> int:
                     "engine + TRL's second policy forward": (engine_trainer, threads, {"reuse_forward": False}),
                     "engine, backward on the step's threads": (engine_trainer, threads, {"backward_threads": threads}),
                     "engine, no passes beside the step": (engine_trainer, threads, {"overlap": False}),
+                    "engine, generate() instead of the lean decode": (
+                        engine_trainer,
+                        threads,
+                        {"lean_generation": False},
+                    ),
                     f"engine ({default_threads} threads, torch default)": (engine_trainer, default_threads, {}),
                 }
             )

@@ -248,18 +248,12 @@ def test_embedded_policy_matches_its_model_card():
     assert f"{stats['heldout_perplexity']:.1f}" in card
 
 
-def test_the_hand_written_decode_of_bench_generate_is_the_models_own():
-    """bench_generate times a hand-written GPT-2 decode against generate: it must compute the same model, at every
-    step (its KV cache and positions too), or the comparison means nothing."""
-    from rloo_demo.hub import EMBEDDED_POLICY
-    from rloo_demo.training import load_policy
-
-    model, tok = load_policy(EMBEDDED_POLICY)
-    model.eval()
-    ids = torch.tensor([tok("The film was").input_ids] * 3)
-    with torch.no_grad():
-        tokens, logits = bench_generate.lean_decode(model, ids, 5, torch.Generator().manual_seed(1))
-        full = model(input_ids=torch.cat([ids, tokens], 1)).logits
-    assert tokens.shape == (3, 5)
-    for step, step_logits in enumerate(logits):
-        assert torch.allclose(step_logits, full[:, ids.shape[1] - 1 + step], atol=1e-4), step
+def test_bench_generate_times_the_engines_decode_and_checks_it_against_generate(capsys, monkeypatch):
+    """bench_generate's comparison means something only if the decode it times is the model's: it checks that the
+    engine's decode, drawing as generate does, gives generate's tokens, and reports it."""
+    monkeypatch.setattr(sys, "argv", ["bench_generate", "--completions", "3", "--new-tokens", "4", "--repeats", "1"])
+    assert bench_generate.main() == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["lean_tokens_equal_generate"] is True
+    timed = set(figures["seconds"])
+    assert {"generate, dynamic cache (TRL's call)", "lean decode, inverse-CDF draws (engine)"} <= timed

@@ -9,6 +9,7 @@ from trl import RLOOTrainer
 
 from rloo_demo.config import RunConfig
 from rloo_demo.fast_step import SingleForwardRLOOTrainer, match_rows
+from rloo_demo.lean_decode import multinomial_draw
 from rloo_demo.prompts import run_prompts
 from rloo_demo.rewards import build_reward
 from rloo_demo.training import load_policy
@@ -23,7 +24,7 @@ def test_match_rows_finds_the_permutation():
     assert match_rows(ref, ref[:2]) is None
 
 
-def _train(trainer_cls, tmp_path, steps=3, **overrides):
+def _train(trainer_cls, tmp_path, steps=3, draw=None, **overrides):
     config = RunConfig(max_steps=steps, prompts_per_step=3, max_new_tokens=8, beta=0.1, learning_rate=5e-3)
     torch.manual_seed(0)
     model, tok = load_policy(config.policy)
@@ -35,6 +36,8 @@ def _train(trainer_cls, tmp_path, steps=3, **overrides):
         train_dataset=run_prompts(config, "train"),
         processing_class=tok,
     )
+    if draw is not None:
+        trainer.lean_draw = draw
     trainer.train()
     keys = ("loss", "grad_norm", "kl", "entropy")
     logged = [{k: h.get(k) for k in keys} for h in trainer.state.log_history if "loss" in h]
@@ -47,8 +50,9 @@ def test_single_forward_step_makes_trls_update(tmp_path):
     Plain SGD, because Adam divides by the gradient's running scale: for weights whose true gradient is 0 (the
     attention's key bias) it would blow float noise of 1e-10 up to full-size steps in either implementation."""
     plain, plain_logs = _train(RLOOTrainer, tmp_path, optim="sgd")
-    fast, fast_logs = _train(SingleForwardRLOOTrainer, tmp_path, optim="sgd")
+    fast, fast_logs = _train(SingleForwardRLOOTrainer, tmp_path, optim="sgd", draw=multinomial_draw)
     assert fast.forward_passes_saved == 3  # one per step
+    assert fast.lean_generate_calls == 3  # its own decode, drawing as generate does: the same samples
     assert not fast.model.is_gradient_checkpointing  # the engine's setting, in effect
     for a, b in zip(plain_logs, fast_logs, strict=True):
         assert b == pytest.approx(a, rel=1e-4, abs=1e-6)
@@ -105,3 +109,29 @@ def test_the_backward_runs_on_two_threads_and_the_rest_of_the_step_on_one(tmp_pa
     trainer.train()
     assert seen == {"generate": [1, 1], "backward": [2, 2]}
     assert torch.get_num_threads() == 1  # put back after each backward
+
+
+def test_the_engine_samples_with_its_own_decode_and_falls_back_to_generate(tmp_path, monkeypatch):
+    """The engine's trainer decodes the embedded policy itself (never calling generate); a setting the decode does
+    not cover (a repetition penalty) goes to generate, with the reason kept."""
+    from transformers import GPT2LMHeadModel
+
+    from rloo_demo.training import RunState, build_trainer
+
+    calls = []
+    generate = GPT2LMHeadModel.generate
+
+    def counting(self, *args, **kwargs):
+        calls.append(kwargs.get("generation_config"))
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT2LMHeadModel, "generate", counting)
+    config = RunConfig(output_dir=str(tmp_path), max_steps=2, prompts_per_step=2, max_new_tokens=8)
+    trainer = build_trainer(config, RunState(config))
+    trainer.train()
+    assert trainer.lean_generate_calls == 2 and trainer.lean_generation_skipped is None and calls == []
+    assert "generate" not in trainer.model.__dict__  # put back after each step
+
+    penalised, _ = _train(SingleForwardRLOOTrainer, tmp_path, steps=1, repetition_penalty=1.2)
+    assert penalised.lean_generate_calls == 0 and "RepetitionPenalty" in penalised.lean_generation_skipped
+    assert len(calls) == 1 and calls[0].repetition_penalty == 1.2  # generate sampled it, with the penalty
