@@ -62,7 +62,7 @@ def run_race(tmp_path):
     config = RunConfig(
         max_steps=3,
         prompts_per_step=2,
-        num_generations=2,
+        num_generations=4,  # with K = 2, both completions of a prompt often score the same: no step at all
         max_new_tokens=6,
         learning_rate=1e-2,
         output_dir=str(tmp_path),
