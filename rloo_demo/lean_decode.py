@@ -108,8 +108,13 @@ def inverse_cdf_draw(probs: torch.Tensor) -> torch.Tensor:
     """One token per row from the same distribution with one uniform variate per row (torch's global generator,
     as ``generate``): the first token whose cumulative probability exceeds it. In float64, ``u * total`` stays below
     ``total`` for every ``u < 1``, and a token of probability 0 adds nothing to the cumulative sum, so no token of
-    probability 0 is ever the first to exceed it, at either end of the vocabulary."""
+    probability 0 is ever the first to exceed it, at either end of the vocabulary. Probabilities that are not
+    finite (a run whose weights diverged) raise what ``torch.multinomial`` raises, not an index past the vocabulary."""
     cdf = probs.double().cumsum(-1)
+    if not bool(torch.isfinite(cdf[:, -1]).all()) or bool((probs < 0).any()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if bool((cdf[:, -1] <= 0).any()):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     target = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device) * cdf[:, -1:]
     return torch.searchsorted(cdf, target, right=True).squeeze(1)
 

@@ -85,6 +85,15 @@ def test_inverse_cdf_draw_follows_the_distribution_and_never_draws_a_zero():
     torch.testing.assert_close(freq, probs.double(), atol=0.005, rtol=0)
 
 
+def test_inverse_cdf_draw_refuses_what_multinomial_refuses():
+    for bad in (torch.tensor([[0.5, float("nan")]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[1.5, -0.5]])):
+        with pytest.raises(RuntimeError) as expected:
+            torch.multinomial(bad, 1)
+        with pytest.raises(RuntimeError, match="probabilit") as got:
+            inverse_cdf_draw(bad)
+        assert str(got.value) == str(expected.value)
+
+
 def test_inverse_cdf_draw_at_the_ends_of_the_uniform_range(monkeypatch):
     """A uniform of 0 or just under 1 still lands on a token that has probability, not on a zero at either end."""
     probs = torch.tensor([[0.0, 0.25, 0.75, 0.0, 0.0]])
