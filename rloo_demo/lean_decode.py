@@ -67,15 +67,18 @@ def lean_plan(model, generation_config: GenerationConfig, prompt_length: int) ->
     reason = _plain_gpt2(model)
     if reason:
         return reason
+    device = next(model.parameters()).device
     try:
         config, _ = model._prepare_generation_config(generation_config)
+        # the special-token tensors that some processors read (min-length ones read the EOS tensor)
+        model._prepare_special_tokens(config, kwargs_has_attention_mask=True, device=device)
         processors = model._get_logits_processor(
             generation_config=config,
             input_ids_seq_length=prompt_length,
-            encoder_input_ids=torch.zeros(1, prompt_length, dtype=torch.long),
+            encoder_input_ids=torch.zeros(1, prompt_length, dtype=torch.long, device=device),
             prefix_allowed_tokens_fn=None,
             logits_processor=LogitsProcessorList(),
-            device="cpu",
+            device=device,
             model_kwargs={},
         )
     except Exception as error:  # a transformers version whose private helpers differ: generate is always right

@@ -40,12 +40,13 @@ def _config(tok, eos=None, **settings):
     [{}, {"temperature": 0.7, "top_k": 20, "top_p": 0.9}, {"min_p": 0.05}],
     ids=["T=1", "T=0.7,top-k,top-p", "min-p"],
 )
-@pytest.mark.parametrize("padded", [True, False], ids=["left-padded", "same-length"])
+@pytest.mark.parametrize("padded", [True, False, "two-token"], ids=["left-padded", "same-length", "two-token"])
 def test_with_generates_draws_it_samples_generates_tokens(policy, settings, padded):
     """Same seed, same tokens: the written-out forward, positions, padding mask, logits processors and finished
     rows are generate's, or some token would differ within 16 x 24 draws."""
     model, tok = policy
-    ids, mask = _left_padded(tok, (PROMPTS * 4) if padded else [PROMPTS[0]] * 16)
+    texts = {True: PROMPTS * 4, False: [PROMPTS[0]] * 16, "two-token": ["I hated"] * 16}[padded]
+    ids, mask = _left_padded(tok, texts)
     config = _config(tok, **settings)
     plan = lean_plan(model, config, ids.size(1))
     assert not isinstance(plan, str), plan
@@ -86,12 +87,17 @@ def test_inverse_cdf_draw_follows_the_distribution_and_never_draws_a_zero():
 
 
 def test_inverse_cdf_draw_refuses_what_multinomial_refuses():
-    for bad in (torch.tensor([[0.5, float("nan")]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[1.5, -0.5]])):
+    nan_last, zeros = torch.tensor([[0.2, 0.3, 0.5, float("nan")]]), torch.tensor([[0.0, 0.0, 0.0, 0.0]])
+    for bad in (torch.tensor([[float("nan"), 0.5]]), nan_last, zeros, torch.tensor([[1.5, -0.5]])):
         with pytest.raises(RuntimeError) as expected:
             torch.multinomial(bad, 1)
         with pytest.raises(RuntimeError, match="probabilit") as got:
             inverse_cdf_draw(bad)
         assert str(got.value) == str(expected.value)
+
+
+def test_inverse_cdf_draw_takes_leading_zeros():
+    assert inverse_cdf_draw(torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]])).tolist() == [3, 2]
 
 
 def test_inverse_cdf_draw_at_the_ends_of_the_uniform_range(monkeypatch):
@@ -102,6 +108,57 @@ def test_inverse_cdf_draw_at_the_ends_of_the_uniform_range(monkeypatch):
         monkeypatch.setattr(torch, "rand", lambda *a, v=value, **k: torch.full(a, v, dtype=k.get("dtype")))
         assert inverse_cdf_draw(probs).tolist() == [token]
     monkeypatch.setattr(torch, "rand", real_rand)
+
+
+@pytest.mark.parametrize(
+    "settings, reason",
+    [
+        ({"repetition_penalty": 1.3}, "RepetitionPenalty"),
+        ({"no_repeat_ngram_size": 2}, "NoRepeatNGram"),
+        ({"min_new_tokens": 4}, "MinNewTokens"),
+        ({"do_sample": False}, "not plain sampling"),
+        ({"num_beams": 2}, "not plain sampling"),
+        ({"num_return_sequences": 2}, "not plain sampling"),
+        ({"stop_strings": ["."]}, "stop strings"),
+        ({"max_time": 5.0}, "time limit"),
+        ({"cache_implementation": "static"}, "cache implementation"),
+        ({"output_scores": True}, "scores or a dict"),
+        ({"output_logits": True}, "scores or a dict"),
+        ({"return_dict_in_generate": True}, "scores or a dict"),
+        ({"max_new_tokens": None, "max_length": 30}, "max_new_tokens and pad_token_id"),
+        ({"max_new_tokens": 249}, "longer than the model's context"),  # 8 + 249 > 256 positions
+    ],
+)
+def test_each_setting_the_decode_does_not_cover_sends_it_to_generate(policy, settings, reason):
+    model, tok = policy
+    config = _config(tok)
+    for key, value in settings.items():
+        setattr(config, key, value)
+    plan = lean_plan(model, config, 8)
+    assert isinstance(plan, str) and reason in plan, plan
+
+
+def test_the_plan_takes_the_whole_context_and_any_form_of_eos(policy):
+    model, tok = policy
+    full = lean_plan(model, _config(tok, max_new_tokens=model.config.n_positions - 8), 8)
+    assert not isinstance(full, str) and full.max_new_tokens == model.config.n_positions - 8
+    assert lean_plan(model, _config(tok, eos=tok.eos_token_id), 8).eos_token_ids == [tok.eos_token_id]
+    assert lean_plan(model, _config(tok, eos=[3, 5]), 8).eos_token_ids == [3, 5]
+
+
+@pytest.mark.parametrize(
+    "change", ["add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"]
+)
+def test_a_gpt2_whose_attention_differs_goes_to_generate(policy, change):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model, tok = policy
+    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2, **{change: True})
+    assert isinstance(lean_plan(GPT2LMHeadModel(config).eval(), _config(tok), 8), str)
+    unscaled = GPT2LMHeadModel(
+        GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2, scale_attn_weights=False)
+    ).eval()
+    assert "attention" in lean_plan(unscaled, _config(tok), 8)
 
 
 def test_the_plan_says_why_it_does_not_apply(policy):
