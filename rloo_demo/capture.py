@@ -279,9 +279,11 @@ class CapturingRLOOTrainer(SingleForwardRLOOTrainer):
         """Wait for the background "after" pass and the sink, if they run; raise what they raised, as it was (a full
         disk while writing the rollouts must still read as a full disk)."""
         job, self._after = self._after, None
-        if job is not None and raise_errors:
+        if job is None:
+            return
+        if raise_errors:
             job.result()
-        elif job is not None:
+        else:
             job.wait()
 
     def _record_after(self, pending: dict) -> None:

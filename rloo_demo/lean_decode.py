@@ -4,10 +4,13 @@ Generation is the largest part of a default step on a CPU: 24 decode steps of a 
 tiny ops, where ``generate`` adds its own per-step work (mask building, cache bookkeeping, input preparation,
 stopping criteria) on top of the model's. ``lean_generate`` runs the same GPT-2 arithmetic written out over the
 model's own modules and weights (the same ``addmm``, layer norms, activation and scaled-dot-product attention as
-Hugging Face's GPT-2), and samples as ``generate`` does: Hugging Face's own logits processors, ``softmax``, then one
-``torch.multinomial`` from torch's global generator for every row at every step, finished rows padded. So with the
-same seed it draws the same tokens as ``generate`` (``tests/test_lean_decode.py`` checks that), in about 0.7x of
-its time (``scripts/bench_generate.py``).
+Hugging Face's GPT-2), applies Hugging Face's own logits processors and pads finished rows, as ``generate`` does.
+
+Each token is then drawn by ``draw``. The engine's is ``inverse_cdf_draw``: one uniform per row from torch's global
+generator, where ``torch.multinomial`` (``multinomial_draw``, what ``generate`` uses) draws an exponential variate
+for every entry of the vocabulary; same distribution, other draws. With ``multinomial_draw`` the decode gives
+``generate``'s tokens for the same seed (``tests/test_lean_decode.py``), which is how its forward is checked.
+``scripts/bench_generate.py`` times both against ``generate`` (README, "The step").
 
 ``lean_plan`` says when this applies: a plain ``GPT2LMHeadModel`` with nothing that changes its forward (dropout
 while training, cross-attention, reordered attention), and generation settings whose only logits processors are
