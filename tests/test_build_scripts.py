@@ -49,6 +49,8 @@ def test_build_policy_tiny(tmp_path):
             "32",
             "--batch",
             "4",
+            "--rt-repeat",
+            "1",
         ]
     )
     tok = AutoTokenizer.from_pretrained(out)
@@ -61,6 +63,7 @@ def test_build_policy_tiny(tmp_path):
     )
     assert ids.shape[1] > 2
     stats = json.loads((out / "training_stats.json").read_text())
+    assert stats["rt_repeat"] == 1
     # the reported perplexity is the saved model's on held-out reviews, and better than a uniform guess
     heldout = split(load_embedded("imdb"), "heldout")["text"][:300]
     ppl = build_policy.perplexity(model, build_policy.token_stream(tok, heldout), 32)
@@ -223,9 +226,10 @@ def test_heldout_nll_scores_every_token_once_with_windows():
     assert (n_tokens, n_words) == (len(long) + 5, 14)
 
 
-def test_embedded_policy_matches_its_model_card():
-    """The asset's config is what its model card says (layers, width, heads, vocabulary, parameters)."""
-    folder = Path(__file__).resolve().parent.parent / "assets" / "tiny-imdb-gpt2"
+@pytest.mark.parametrize("asset", ["tiny-imdb-gpt2", "tiny-imdb-gpt2-long"])
+def test_embedded_policy_matches_its_model_card(asset):
+    """Each policy asset's config is what its model card says (layers, width, heads, vocabulary, parameters)."""
+    folder = Path(__file__).resolve().parent.parent / "assets" / asset
     config = json.loads((folder / "config.json").read_text())
     card = (folder / "README.md").read_text()
     stats = json.loads((folder / "training_stats.json").read_text())
