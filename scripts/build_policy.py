@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         "block": args.block,
         "seed": args.seed,
         "rt_repeat": args.rt_repeat,
+        "stream_tokens": len(train_ids),
         "train_seconds": round(train_seconds, 1),
         "torch_threads": torch.get_num_threads(),
         "final_train_loss": round(loss.item(), 3),

@@ -63,7 +63,13 @@ def test_build_policy_tiny(tmp_path):
     )
     assert ids.shape[1] > 2
     stats = json.loads((out / "training_stats.json").read_text())
+    # with --rt-repeat 1 the stream holds the IMDB train reviews and the RT train sentences, each ending in EOS
+    texts = (
+        split(load_embedded("imdb"), "train")["text"][:300]
+        + split(load_embedded("rotten_tomatoes"), "train")["text"][:300]
+    )
     assert stats["rt_repeat"] == 1
+    assert stats["stream_tokens"] == sum(len(ids) + 1 for ids in tok(texts)["input_ids"])
     # the reported perplexity is the saved model's on held-out reviews, and better than a uniform guess
     heldout = split(load_embedded("imdb"), "heldout")["text"][:300]
     ppl = build_policy.perplexity(model, build_policy.token_stream(tok, heldout), 32)
