@@ -1,16 +1,16 @@
-"""Rebuild the embedded tiny policies: a byte-level BPE tokenizer and a small GPT-2 pretrained on movie reviews.
+"""Rebuild the embedded tiny policy: a byte-level BPE tokenizer and a small GPT-2 pretrained on movie reviews.
 
-    python scripts/build_policy.py                      # the default assets/tiny-imdb-gpt2 (about 11 min, 2 cores)
-    python scripts/build_policy.py --steps 10000 --rt-repeat 3 --out assets/tiny-imdb-gpt2-long   # about 100 min
+    python scripts/build_policy.py                      # assets/tiny-imdb-gpt2 (about 100 min on 2 cores)
+    python scripts/build_policy.py --steps 1500 --rt-repeat 0 --out /tmp/p   # commit b534667's policy, 11 min
     python scripts/build_policy.py --steps 5 --out /tmp/p  # a smoke run
 
-Only the train parts of the embedded IMDB reviews (and, with ``--rt-repeat``, of the Rotten Tomatoes sentences,
-the style of the RLOO prompts but 2% of the text) are used (``rloo_demo.data``); perplexity is measured on the
-held-out IMDB reviews. The tokenizer learns from the IMDB train reviews alone, so both assets share it.
+Only the train parts of the embedded IMDB reviews and the Rotten Tomatoes sentences (the style of the RLOO prompts
+but 2% of the text, so they join the stream ``--rt-repeat`` times) are used (``rloo_demo.data``); perplexity is
+measured on the held-out IMDB reviews. The tokenizer learns from the IMDB train reviews alone, so every build with
+the same vocabulary size shares it.
 
-Issue 11: the default asset (1,500 steps, 0.77 epochs) has a held-out perplexity of 112 per token; the same model
-pretrained for 10,000 steps (4.7 epochs, ``tiny-imdb-gpt2-long``) reaches 62 and reads better, but the default
-RLOO run learns less on it (both model cards).
+Issue 11: the policy shipped until 30 Nov 2026 (1,500 steps, 0.77 epochs, IMDB only) had a held-out perplexity of
+112 per token; 10,000 steps (4.7 epochs) reach 62 and read better (the model card has the figures).
 
 Dropout is 0 in the saved config: RLOO's sequence-level importance ratio must be computed without dropout noise,
 and a model this small does not need it during pretraining either.
@@ -32,6 +32,18 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 from rloo_demo.data import load_embedded, split
 
 EOS, PAD = "<|endoftext|>", "<|pad|>"
+
+
+def pretraining_texts(reviews: list[str], sentences: list[str], repeat: int, seed: int) -> list[str]:
+    """The reviews plus ``repeat`` copies of the sentences, shuffled with ``seed`` when there are any.
+
+    The RLOO prompts are Rotten Tomatoes sentences: few, but their style; shuffled in, they are spread over the
+    stream rather than in one stretch at its end.
+    """
+    texts = list(reviews) + list(sentences) * repeat
+    if repeat:
+        random.Random(seed).shuffle(texts)
+    return texts
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -96,10 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-head", type=int, default=4, help="attention heads")
     ap.add_argument("--block", type=int, default=128, help="pretraining context length in tokens")
     ap.add_argument("--batch", type=int, default=32, help="sequences per step")
-    ap.add_argument("--steps", type=int, default=1500, help="optimisation steps")
+    ap.add_argument("--steps", type=int, default=10000, help="optimisation steps")
     ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (cosine decay, 100 warm-up steps)")
     ap.add_argument(
-        "--rt-repeat", type=int, default=0, help="times the Rotten Tomatoes train sentences join the stream"
+        "--rt-repeat", type=int, default=3, help="times the Rotten Tomatoes train sentences join the stream"
     )
     ap.add_argument(
         "--eval-every", type=int, default=1000, help="print held-out perplexity every this many steps (0: never)"
@@ -116,11 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     heldout_texts = split(imdb, "heldout")["text"][: args.max_texts]
     # the tokenizer learns from the IMDB reviews only, so adding sentences to the stream keeps its vocabulary
     tokenizer = train_tokenizer(train_texts, args.vocab_size)
-    texts = list(train_texts)
-    if args.rt_repeat:
-        # the prompts are Rotten Tomatoes sentences: few, but their style; spread over the stream, not in one stretch
-        texts += split(load_embedded("rotten_tomatoes"), "train")["text"][: args.max_texts] * args.rt_repeat
-        random.Random(args.seed).shuffle(texts)
+    rt_train = split(load_embedded("rotten_tomatoes"), "train")["text"][: args.max_texts] if args.rt_repeat else []
+    texts = pretraining_texts(train_texts, rt_train, args.rt_repeat, args.seed)
     train_ids = token_stream(tokenizer, texts)
     heldout_ids = token_stream(tokenizer, heldout_texts)
     print(f"tokenizer: {len(tokenizer)} tokens; train stream {len(train_ids):,} tokens ({time.time() - t0:.0f}s)")

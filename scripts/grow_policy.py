@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 import torch
-from build_policy import gpt2_config, perplexity, token_stream, train_tokenizer
+from build_policy import gpt2_config, perplexity, pretraining_texts, token_stream, train_tokenizer
 from eval_policy import resolve
 from transformers import AutoTokenizer, GPT2LMHeadModel
 
@@ -124,8 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     imdb, rt = load_embedded("imdb"), load_embedded("rotten_tomatoes")
     train_texts = split(imdb, "train")["text"][: args.max_texts]
     rt_texts = split(rt, "train")["text"][: args.max_texts]
-    texts = train_texts + rt_texts * args.rt_repeat
-    random.Random(args.seed).shuffle(texts)  # RT sentences spread over the stream, not in one stretch
+    texts = pretraining_texts(train_texts, rt_texts, args.rt_repeat, args.seed)
     heldout_texts = split(imdb, "heldout")["text"][: args.max_texts]
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -232,10 +232,10 @@ def test_heldout_nll_scores_every_token_once_with_windows():
     assert (n_tokens, n_words) == (len(long) + 5, 14)
 
 
-@pytest.mark.parametrize("asset", ["tiny-imdb-gpt2", "tiny-imdb-gpt2-long"])
-def test_embedded_policy_matches_its_model_card(asset):
-    """Each policy asset's config is what its model card says (layers, width, heads, vocabulary, parameters)."""
-    folder = Path(__file__).resolve().parent.parent / "assets" / asset
+def test_embedded_policy_matches_its_model_card():
+    """The policy asset's config is what its model card says (layers, width, heads, vocabulary, parameters), and
+    the card gives the held-out perplexity and the pretraining steps its build recorded."""
+    folder = Path(__file__).resolve().parent.parent / "assets" / "tiny-imdb-gpt2"
     config = json.loads((folder / "config.json").read_text())
     card = (folder / "README.md").read_text()
     stats = json.loads((folder / "training_stats.json").read_text())
@@ -256,6 +256,7 @@ def test_embedded_policy_matches_its_model_card(asset):
     assert config["vocab_size"] == int(vocab.replace(",", "")) and config["resid_pdrop"] == 0.0
     assert round(stats["parameters"] / 1e6, 2) == float(millions)
     assert f"{stats['heldout_perplexity']:.1f}" in card
+    assert f"{stats['steps']:,} steps x {stats['batch']} sequences x {stats['block']} tokens" in card
 
 
 def test_bench_generate_times_the_engines_decode_and_checks_it_against_generate(capsys, monkeypatch):
