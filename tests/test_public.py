@@ -331,6 +331,34 @@ def test_estimator_lab_events_called_with_hostile_values(app):
     assert_clean_refusal(error, controller, before)
 
 
+def test_a_completion_clicked_as_the_rollouts_tab_moves_on_shows_the_clicked_one(app):
+    """Following a live run, the Rollouts tab moves to each new step, whose prompt groups replace the group list's
+    choices. A click on a completion sent just before that move names the step and group it was made on; it shows
+    that completion's arithmetic, not an error. (The browser test met this: gradio refused the old group's label as
+    "not in the list of choices" of the new step, and the click did nothing.)"""
+    from rloo_demo.ui.views import group_label
+
+    url, controller, client, run = app
+    call_event(url, "page_load", [""], session_hash="race")
+    watched = controller.default_run()  # what the session watches: the newest run
+    steps = controller.rollout_steps(watched)
+    first, later = steps[0], steps[1]  # 1 and 2: a fresh page's step slider goes up to 2
+    clicked = group_label(controller.rollouts(watched, first)[0])
+    assert clicked not in [group_label(g) for g in controller.rollouts(watched, later)]  # other prompts each step
+    call_event(url, "pick_step", [None, later, None], session_hash="race")  # the tab moves on to the next step
+    arithmetic, *_ = call_event(
+        url,
+        "rollouts_completion",
+        [None, first, clicked, "delta"],
+        session_hash="race",
+        event_data={"index": [1, 0], "value": "x"},
+    )
+    assert "baseline = mean" in arithmetic and f"**Completion #2** of prompt 1 (step {first})" in arithmetic
+    # the group list now takes any value from a client, so a made-up one must read as the step's first group
+    _, _, arithmetic, whatif = call_event(url, "pick_group", [None, later, "<script>x</script>"], session_hash="race")
+    assert "Select a row above" in arithmetic and "<script>" not in whatif and "prompt 1" in whatif
+
+
 def test_token_and_probe_events_called_directly_with_hostile_values(app):
     """Issue #10's events (token view, colour, held-out prompts, probe) take any values from anyone: each answers
     with a message or a refusal, creates nothing, names no path, and shows a token's text only as text."""

@@ -47,7 +47,12 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
                 ui.follow = gr.Checkbox(True, label=L("rollouts.follow"), scale=1)
             ui.groups = gr.HTML(L("rollouts.none"), elem_id="rollout-groups")
         with gr.Column(scale=2, min_width=360):
-            ui.group = gr.Dropdown([], label=L("rollouts.group"), info=L("rollouts.group_info"))
+            # a live run replaces the choices at each step, so a click sent just before may name the step and group
+            # it was made on, which are no longer the choices: gradio would refuse it, and the click would do nothing.
+            # Every event here looks the label up itself (_pick), so a stale or made-up one is safe to let through.
+            ui.group = gr.Dropdown(
+                [], label=L("rollouts.group"), info=L("rollouts.group_info"), allow_custom_value=True
+            )
             ui.group_plot = gr.Plot(label=L("rollouts.group_plot"), show_label=False, elem_id="group-plot")
             ui.table = gr.Dataframe(
                 label=L("rollouts.table"),
