@@ -78,7 +78,7 @@ def batch_advantages(rewards: Sequence[float], k: int, normalize_advantages: boo
 
 # Why leave-one-out? The same rewards, turned into advantages by the estimators RLOO is usually compared with. Each
 # function takes a flat, prompt-major batch of rewards and the group size K, and returns one advantage per
-# completion. ``rloo_demo.variance`` weights each completion's score-function gradient by these numbers, so the
+# completion. ``rloo_demo.engine.variance`` weights each completion's score-function gradient by these numbers, so the
 # what-if table and the gradient-variance meter share one definition of every estimator.
 
 

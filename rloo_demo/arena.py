@@ -38,7 +38,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rloo_demo.config import ESTIMATOR_CHOICES, RunConfig, atomic_write_text
+from rloo_demo.config import ESTIMATOR_CHOICES, RunConfig
+from rloo_demo.store.jsonl import atomic_write_text, save_config
 
 ARENA_FILE = re.compile(r"arena-[0-9]{8}-[0-9]{6}\.json")
 PPO_NOTE = "quoted from the literature, TRL 1.16 removed PPOTrainer (PR #7020)"
@@ -194,7 +195,7 @@ def run_arena(
     records = []
     with tempfile.TemporaryDirectory(prefix="rloo-arena-") as tmp:
         config_path = Path(tmp) / "base.yaml"
-        base.save(config_path)
+        save_config(base, config_path)
         log_path = out / f".arena-{stamp}.log"
         with open(log_path, "a") as log:
             for i in range(seeds):

@@ -31,7 +31,7 @@ from dataclasses import MISSING, fields
 
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import InputError, NotFound, UserError
-from rloo_demo.limits import as_float, as_int
+from rloo_demo.server.limits import as_float, as_int
 
 
 class Parser(argparse.ArgumentParser):
@@ -152,10 +152,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def cmd_train(args) -> int:
     import signal
 
-    from rloo_demo.training import RunState, train
+    from rloo_demo.engine.training import RunState, train
 
     config = config_from_args(args).validate()
-    from rloo_demo.prechecks import prerun_warnings
+    from rloo_demo.engine.prechecks import prerun_warnings
 
     for warning in prerun_warnings(config):  # settings that run but teach little: said before any model loads
         print(f"warning: {warning}", file=sys.stderr)
@@ -190,9 +190,9 @@ def cmd_train(args) -> int:
 def cmd_evaluate(args) -> int:
     from tqdm.auto import tqdm
 
-    from rloo_demo.evaluation import evaluate, format_report, heldout_prompts
-    from rloo_demo.runs import open_run
-    from rloo_demo.training import load_policy
+    from rloo_demo.eval.evaluation import evaluate, format_report, heldout_prompts
+    from rloo_demo.models.policy import load_policy
+    from rloo_demo.store.folder import open_run
 
     as_int("--num-prompts", args.num_prompts, 1, 100_000)
     as_int("--samples-per-prompt", args.samples_per_prompt, 1, 1000)
@@ -231,11 +231,12 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_infer(args) -> int:
-    from rloo_demo.hub import resolve_model
-    from rloo_demo.prompts import CHAT, effective_template, has_chat_template, to_messages
-    from rloo_demo.runs import open_run
-    from rloo_demo.sampling import sample
-    from rloo_demo.training import load_policy
+    from rloo_demo.chat import CHAT, to_messages
+    from rloo_demo.models.hub import resolve_model
+    from rloo_demo.models.policy import load_policy
+    from rloo_demo.models.sampling import sample
+    from rloo_demo.models.templates import effective_template, has_chat_template
+    from rloo_demo.store.folder import open_run
 
     as_int("--num-samples", args.num_samples, 1, 1000)
     as_int("--max-new-tokens", args.max_new_tokens, 1, 100_000)
@@ -270,8 +271,9 @@ def cmd_infer(args) -> int:
 
 
 def cmd_variance(args) -> int:
-    from rloo_demo.runs import open_run
-    from rloo_demo.variance import markdown_table, measure_run
+    from rloo_demo.engine.meter import measure_run
+    from rloo_demo.engine.variance import markdown_table
+    from rloo_demo.store.folder import open_run
 
     as_int("--steps", args.steps, 1, 1000)
     as_int("--seed", args.seed, 0, 2**32 - 1)

@@ -1,7 +1,8 @@
 """RunConfig: everything one RLOO run needs, as a plain dataclass that validates before any model loads.
 
-It round-trips through YAML or JSON (``save`` / ``load``), becomes TRL's ``RLOOConfig`` (``to_rloo_config``) and
-drives the CLI, whose flags are generated from the fields and their ``help`` metadata.
+It round-trips through YAML or JSON (``to_text`` / ``load``), becomes TRL's ``RLOOConfig``
+(``rloo_demo.engine.trl_args``) and drives the CLI, whose flags are generated from the fields and their ``help``
+metadata.
 
 The defaults are the ones that visibly learn on a 2-core CPU in about a minute while the text stays as readable as
 the base model's (``scripts/bench_engine.py``): the tutorial's lr of 1e-6 and 10 steps move a small model not at
@@ -13,30 +14,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from rloo_demo.data import EMBEDDED_SOURCE, TEMPLATES, is_local_file
-from rloo_demo.errors import UserError
-from rloo_demo.hub import EMBEDDED_POLICY
-from rloo_demo.prompts import AUTO, CHAT
-from rloo_demo.rewards import check_reward_name, metric_name
+from rloo_demo.chat import AUTO, CHAT
+from rloo_demo.errors import ConfigError, UserError
+from rloo_demo.models.hub import EMBEDDED_POLICY
+from rloo_demo.task.data import EMBEDDED_SOURCE, TEMPLATES, is_local_file
+from rloo_demo.task.rewards import check_reward_name, metric_name
 
 # A run's config.yaml ends with a top-level ``launch:`` block (world size, backend, each rank's pid) written by
-# ``rloo_demo.distributed``; ``load`` sets it aside, so the file still loads with ``--config``.
+# ``rloo_demo.engine.distributed``; ``load`` sets it aside, so the file still loads with ``--config``.
 LAUNCH_KEY = "launch"
-
-
-class ConfigError(UserError):
-    """One or more invalid settings; ``problems`` maps each field to a message that says how to fix it."""
-
-    def __init__(self, problems: dict[str, str]):
-        self.problems = problems
-        super().__init__("; ".join(f"{k}: {v}" for k, v in problems.items()))
 
 
 MAX_CONFIG_CHARS = 20_000  # a RunConfig in JSON is about 700 characters
@@ -45,7 +37,7 @@ RUN_NAME_RULE = "use 1 to 100 of A-Z a-z 0-9 . _ -, not starting with '.'"
 _RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _NAME = re.compile(r"[A-Za-z0-9_.]{1,100}")
 TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to name -> module
-ESTIMATOR_CHOICES = ("rloo", "reinforce", "grpo")  # RunConfig.estimator; the trainers are in rloo_demo.trainers
+ESTIMATOR_CHOICES = ("rloo", "reinforce", "grpo")  # RunConfig.estimator; the trainers are in rloo_demo.engine.trainers
 TRACKER_INSTALL = {"trackio": "pip install 'rloo-demo[trackio]' (or trackio==0.43.0)"}
 PROMPT_TEMPLATES = (AUTO, *TEMPLATES)
 MAX_SYSTEM_PROMPT_CHARS = 4000
@@ -82,15 +74,6 @@ def vllm_problem() -> str | None:
     if not torch.cuda.is_available():
         return "vLLM generates on a GPU and this machine has none; leave use_vllm off (transformers generates)"
     return None
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``path`` through a temporary file and a rename: a crash leaves the old file or the new, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-    os.replace(tmp, path)
 
 
 def _first_line(exc: Exception) -> str:
@@ -178,7 +161,7 @@ class RunConfig:
     top_p: float = _f(1.0, "nucleus sampling threshold during training (1 = off)")
     seed: int = _f(42, "random seed for sampling, prompt order and initialisation")
 
-    # --- why leave-one-out? (README "Experiments"; rloo_demo.trainers, rloo_demo.variance)
+    # --- why leave-one-out? (README "Experiments"; rloo_demo.engine.trainers, rloo_demo.engine.variance)
     estimator: str = _f(
         "rloo",
         "rloo (this trainer), reinforce (the same trainer without a baseline: A = r) or grpo (TRL's GRPOTrainer: "
@@ -384,16 +367,14 @@ class RunConfig:
             raise ConfigError({"config": f"is not valid JSON ({exc})"}) from None
         return cls.from_dict(data)
 
-    def save(self, path: str | Path) -> None:
-        """Write as YAML (or JSON for a .json path), atomically: a reader never sees half a file."""
-        path = Path(path)
-        if path.suffix.lower() == ".json":
-            text = json.dumps(self.to_dict(), indent=2) + "\n"
-        else:
-            import yaml
+    def to_text(self, path: str | Path) -> str:
+        """The file text for ``path``: YAML, or JSON for a .json path (``rloo_demo.store.jsonl.save_config`` writes
+        it atomically)."""
+        if Path(path).suffix.lower() == ".json":
+            return json.dumps(self.to_dict(), indent=2) + "\n"
+        import yaml
 
-            text = yaml.safe_dump(self.to_dict(), sort_keys=False)
-        atomic_write_text(path, text)
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
@@ -420,66 +401,3 @@ class RunConfig:
         return cls.from_dict(data)
 
     # ------------------------------------------------------------------ TRL
-
-    def peft_config(self):
-        """A PEFT ``LoraConfig`` when ``use_lora`` is on, else None."""
-        if not self.use_lora:
-            return None
-        from peft import LoraConfig
-
-        return LoraConfig(
-            task_type="CAUSAL_LM",
-            r=self.lora_r,
-            lora_alpha=self.lora_alpha,
-            lora_dropout=0.0,  # as with dropout in the policy: no noise in the importance ratio
-            target_modules=self.lora_target_modules or "all-linear",
-        )
-
-    def to_rloo_config(self, trainer_dir: str | Path, num_processes: int = 1, **overrides):
-        """TRL's ``RLOOConfig`` for this run (one generation per optimisation step, logging every step)."""
-        import torch
-        from trl import RLOOConfig
-
-        batch = self.completions_per_step
-        if batch % num_processes:
-            raise ConfigError(
-                {
-                    "prompts_per_step": f"{batch} completions per step do not split over {num_processes} processes; "
-                    f"make prompts_per_step x K a multiple of {num_processes}"
-                }
-            )
-        kwargs = dict(
-            output_dir=str(trainer_dir),
-            per_device_train_batch_size=batch // num_processes,
-            gradient_accumulation_steps=1,
-            num_generations=self.num_generations,
-            max_completion_length=self.max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            learning_rate=self.learning_rate,
-            lr_scheduler_type="constant",
-            beta=self.beta,
-            normalize_advantages=self.normalize_advantages,
-            max_steps=self.max_steps,
-            seed=self.seed,
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[r.strip() for r in self.report_to.split(",") if r.strip()] or "none",
-            disable_dropout=True,  # dropout noise in the sequence-level importance ratio wrecks training
-            # TRL turns (gradient) checkpointing on by default; on a model this small it saves no memory that matters
-            # and its recomputed forward costs ~10% of a step (scripts/bench_engine.py --ablation).
-            activation_checkpointing=False,
-            # bf16 is autocast over fp32 master weights: matmuls run in bf16, log_softmax (and so every logprob
-            # in the importance ratio and the KL) stays fp32, which avoids the known bf16 logprob pitfall.
-            bf16=self.bf16,
-            fp16=False,
-            # vLLM in the training process, sharing the GPU with the policy (no separate `trl vllm-serve`)
-            **({"use_vllm": True, "vllm_mode": "colocate"} if self.use_vllm else {}),
-            project="rloo-demo",  # the project trackers (trackio, wandb) file the run under
-            use_cpu=not torch.cuda.is_available(),
-            remove_unused_columns=False,
-            dataloader_num_workers=0,
-            disable_tqdm=True,
-        )
-        kwargs.update(overrides)
-        return RLOOConfig(**kwargs)

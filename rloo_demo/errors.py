@@ -12,6 +12,14 @@ class UserError(Exception):
     """A mistake the user can fix; ``str(exc)`` says how."""
 
 
+class ConfigError(UserError):
+    """One or more invalid settings; ``problems`` maps each field to a message that says how to fix it."""
+
+    def __init__(self, problems: dict[str, str]):
+        self.problems = problems
+        super().__init__("; ".join(f"{k}: {v}" for k, v in problems.items()))
+
+
 class InputError(UserError):
     """A request value of the wrong type, out of range, or not allowed on this server."""
 

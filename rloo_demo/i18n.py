@@ -66,7 +66,7 @@ def translations(**server) -> dict[str, dict[str, str]]:
 
 # ----------------------------------------------------------------------------- plot text
 
-# Plot builders (rloo_demo.plots) stay English and pure; the page translates a figure's text afterwards by its
+# Plot builders (rloo_demo.ui.plots) stay English and pure; the page translates a figure's text afterwards by its
 # English source: the 'plot.*' keys of en.json hold every fixed phrase a figure shows.
 _PLOT_PATTERNS = (  # phrases with numbers or names in them: (pattern on the English text, key)
     (re.compile(r"^“(?P<prompt>.*)” \(step (?P<step>[^)]*)\)$"), "plot.group_title"),
@@ -107,7 +107,7 @@ def plot_text(locale, text):
 
 
 def localize_figure(fig: dict, locale) -> dict:
-    """A figure dict (as rloo_demo.plots builds it) with its titles, axis titles, trace names and notes in
+    """A figure dict (as rloo_demo.ui.plots builds it) with its titles, axis titles, trace names and notes in
     ``locale``. The figure is changed in place and returned."""
     if normalize(locale) == DEFAULT:
         return fig

@@ -63,9 +63,10 @@ from transformers.trainer_callback import PrinterCallback
 
 from rloo_demo.cli import build_parser, config_from_args
 from rloo_demo.config import RunConfig
-from rloo_demo.evaluation import evaluate, format_report, heldout_prompts
-from rloo_demo.prompts import effective_template
-from rloo_demo.training import load_policy, train
+from rloo_demo.engine.training import train
+from rloo_demo.eval.evaluation import evaluate, format_report, heldout_prompts
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.templates import effective_template
 
 OLD_COMMIT = "b534667"  # engine and embedded policy before issue 11
 WARMUP_STEPS = 2
@@ -75,7 +76,7 @@ DEFAULT_RUN_DRIVER = """
 import dataclasses, json, sys, time
 t0 = time.time()
 from rloo_demo.config import RunConfig
-from rloo_demo.training import train
+from rloo_demo.engine.training import train
 known = {f.name for f in dataclasses.fields(RunConfig)}  # an older tree knows fewer settings: they take defaults
 config = RunConfig.from_dict({k: v for k, v in json.loads(sys.argv[1]).items() if k in known})
 t1 = time.time()
@@ -108,8 +109,8 @@ def trl_default_trainer(config: RunConfig, out: str):
     sampling, lr, beta, steps) and the CPU (TRL's default bf16 needs a GPU)."""
     from trl import RLOOConfig, RLOOTrainer
 
-    from rloo_demo.prompts import run_prompts
-    from rloo_demo.rewards import build_reward
+    from rloo_demo.task.data import run_prompts
+    from rloo_demo.task.rewards import build_reward
 
     model, tok = load_policy(config.policy)
     args = RLOOConfig(
@@ -150,8 +151,9 @@ def engine_trainer(
     overlap: bool = True,
     lean_generation: bool = True,
 ):
-    """The engine's trainer, as ``rloo_demo.training`` builds it (no run folder); the flags undo one saving each."""
-    from rloo_demo.training import RunState, build_trainer
+    """The engine's trainer, as ``rloo_demo.engine.training`` builds it (no run folder); the flags undo one saving
+    each."""
+    from rloo_demo.engine.training import RunState, build_trainer
 
     trainer = build_trainer(config, RunState(config))
     trainer.reuse_policy_forward = reuse_forward
@@ -270,7 +272,7 @@ def main(argv: list[str]) -> int:
     config.validate()
     figures: dict = {"machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"}
 
-    from rloo_demo.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
+    from rloo_demo.fast.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
 
     threads = engine_threads(config.policy)
     backward = backward_threads(config.policy)
@@ -345,7 +347,7 @@ def main(argv: list[str]) -> int:
 
     from eval_policy import continuations, load_word_list, real_word_rate, rt_prompts
 
-    from rloo_demo.runs import open_run
+    from rloo_demo.store.folder import open_run
 
     run = open_run(new["run"])
     costs = overhead(run.metrics())  # the diagnostics and the meter, timed inside the run
@@ -438,7 +440,7 @@ class _Stopwatch:
     far less than the step times of two separate runs."""
 
     def __init__(self):
-        from rloo_demo.capture import CapturingRLOOTrainer
+        from rloo_demo.engine.capture import CapturingRLOOTrainer
 
         self.seconds = 0.0
         for name in ("_token_lists", "_record_after"):

@@ -8,9 +8,9 @@ prompt 16 times, exactly 24 new tokens, sampling at T = 1), the median over ``--
 
 1. ``model.generate`` as TRL calls it (dynamic KV cache);
 2. the same with ``cache_implementation="static"`` (issue 11 asked whether a static cache pays on a CPU);
-3. a plain KV-cache loop over the same Hugging Face forward (``rloo_demo.sampling.sample_token_ids``): what
+3. a plain KV-cache loop over the same Hugging Face forward (``rloo_demo.models.sampling.sample_token_ids``): what
    ``generate``'s own machinery (logits processors, stopping criteria, cache bookkeeping) costs;
-4. the engine's GPT-2 decode (``rloo_demo.lean_decode.lean_generate``) drawing as ``generate`` does
+4. the engine's GPT-2 decode (``rloo_demo.fast.lean_decode.lean_generate``) drawing as ``generate`` does
    (``torch.multinomial``), checked to give ``generate``'s tokens for the same seed;
 5. the same decode with the engine's draw (one uniform per row, ``inverse_cdf_draw``): ``torch.multinomial``
    draws an exponential variate for each of the 16 x 4,096 probabilities at every step, about 1.8 ms of a 7 ms
@@ -30,10 +30,10 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from rloo_demo.hub import EMBEDDED_POLICY
-from rloo_demo.lean_decode import inverse_cdf_draw, lean_generate, lean_plan, multinomial_draw
-from rloo_demo.sampling import sample_token_ids
-from rloo_demo.training import load_policy
+from rloo_demo.fast.lean_decode import inverse_cdf_draw, lean_generate, lean_plan, multinomial_draw
+from rloo_demo.models.hub import EMBEDDED_POLICY
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.sampling import sample_token_ids
 
 
 def median_seconds(fn, repeats: int) -> float:

@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from rloo_demo.runs import open_run
-from rloo_demo.subprocess_job import accelerate_launch, threads_per_process
+from rloo_demo.server.subprocess_job import accelerate_launch, threads_per_process
+from rloo_demo.store.folder import open_run
 
 
 def run_one(out: Path, name: str, processes: int, prompts_per_step: int, args, threads: int | None = None) -> dict:

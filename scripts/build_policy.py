@@ -5,7 +5,7 @@
     python scripts/build_policy.py --steps 5 --out /tmp/p  # a smoke run
 
 Only the train parts of the embedded IMDB reviews and the Rotten Tomatoes sentences (the style of the RLOO prompts
-but 2% of the text, so they join the stream ``--rt-repeat`` times) are used (``rloo_demo.data``); perplexity is
+but 2% of the text, so they join the stream ``--rt-repeat`` times) are used (``rloo_demo.task.data``); perplexity is
 measured on the held-out IMDB reviews. The tokenizer learns from the IMDB train reviews alone, so every build with
 the same vocabulary size shares it.
 
@@ -29,7 +29,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from rloo_demo.data import load_embedded, split
+from rloo_demo.task.data import load_embedded, split
 
 EOS, PAD = "<|endoftext|>", "<|pad|>"
 

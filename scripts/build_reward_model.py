@@ -24,7 +24,7 @@ import torch
 from tokenizers import BertWordPieceTokenizer
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-from rloo_demo.data import load_embedded, split
+from rloo_demo.task.data import load_embedded, split
 
 LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
 

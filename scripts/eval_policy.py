@@ -24,7 +24,7 @@ Two figures, each printed for the policy, the baseline and real text:
 - **classifier confidence**: the embedded sentiment classifier's mean probability for its label on the samples,
   to see whether the reward model is less sure of the new policy's text.
 
-Held-out means ``rloo_demo.data.is_heldout``: never used for pretraining, RLOO prompts or the reward model.
+Held-out means ``rloo_demo.task.data.is_heldout``: never used for pretraining, RLOO prompts or the reward model.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import torch
 
-from rloo_demo.data import load_embedded, split
-from rloo_demo.sampling import sample
+from rloo_demo.models.sampling import sample
+from rloo_demo.task.data import load_embedded, split
 
 WORDS_FILE = "/usr/share/dict/words"
 OLD_ASSET = "git:b534667"  # the 4-layer, 1.35M-parameter policy that issue 11 replaced
@@ -90,7 +90,7 @@ def continuations(
 ) -> list[str]:
     """One sampled continuation per prompt (T = 1, top-p 1), prompt i with seed ``seed + i``.
 
-    ``top_k = 0`` samples from the whole distribution, as RLOO training and the app do (``rloo_demo.sampling``).
+    ``top_k = 0`` samples from the whole distribution, as RLOO training and the app do (``rloo_demo.models.sampling``).
     ``top_k > 0`` goes through ``model.generate``, whose default ``top_k`` is 50 when none is given."""
     if not top_k:
         return [
@@ -110,7 +110,7 @@ def continuations(
 
 def classifier_confidence(texts: Sequence[str]) -> float:
     """Mean probability the embedded sentiment classifier gives its chosen label (0.5: no idea, 1: certain)."""
-    from rloo_demo.rewards import sentiment_pipeline
+    from rloo_demo.task.rewards import sentiment_pipeline
 
     results = sentiment_pipeline()(list(texts), truncation=True, max_length=256, batch_size=64)
     return sum(r["score"] for r in results) / len(results)
@@ -160,7 +160,7 @@ def resolve(spec: str, tmp: Path) -> str | None:
         with tarfile.open(archive) as tar:
             tar.extractall(dest, filter="data")
         return str(dest / path)
-    from rloo_demo.hub import resolve_model
+    from rloo_demo.models.hub import resolve_model
 
     return resolve_model(spec)
 
@@ -168,7 +168,7 @@ def resolve(spec: str, tmp: Path) -> str | None:
 def measure(
     folder: str, prompts: Sequence[str], reviews: Sequence[str], words: set[str], max_new_tokens: int, context: int
 ) -> dict:
-    from rloo_demo.training import load_policy
+    from rloo_demo.models.policy import load_policy
 
     model, tok = load_policy(folder)
     samples = continuations(model, tok, prompts, max_new_tokens)

@@ -29,7 +29,7 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   exit 2
 fi
 "$PY" -c "import torch; p = torch.cuda.get_device_properties(0); print(f'gpu_check: GPU {p.name}, {p.total_memory / 2**30:.0f} GiB, bf16 {torch.cuda.is_bf16_supported()}')"
-if ! "$PY" -c "from rloo_demo.hub import resolve_model; resolve_model('$MODEL')" >/dev/null 2>&1; then
+if ! "$PY" -c "from rloo_demo.models.hub import resolve_model; resolve_model('$MODEL')" >/dev/null 2>&1; then
   say "$MODEL is not in the local Hugging Face cache (HF_HOME=${HF_HOME:-~/.cache/huggingface})."
   say "download it once with network: HF_HUB_OFFLINE=0 huggingface-cli download $MODEL (or set GPU_CHECK_MODEL)."
   exit 2

@@ -16,7 +16,7 @@ model computes exactly what the old one did, and no pretraining already paid for
 that is worth more than a bigger width trained from scratch in the same time. The tokenizer, width and heads are
 the old model's.
 
-The text is the train part (``rloo_demo.data.is_heldout``) of the embedded IMDB reviews and of the Rotten Tomatoes
+The text is the train part (``rloo_demo.task.data.is_heldout``) of the embedded IMDB reviews and of the Rotten Tomatoes
 sentences; the RT sentences are repeated ``--rt-repeat`` times, as they are few but are the style of the prompts
 that ``scripts/eval_policy.py`` measures readability with. Held-out reviews and sentences are never seen; the
 held-out perplexity printed at the end is per token of this tokenizer (``scripts/eval_policy.py`` gives the
@@ -50,7 +50,7 @@ from build_policy import gpt2_config, perplexity, pretraining_texts, token_strea
 from eval_policy import resolve
 from transformers import AutoTokenizer, GPT2LMHeadModel
 
-from rloo_demo.data import load_embedded, split
+from rloo_demo.task.data import load_embedded, split
 
 OLD_POLICY = "git:b534667"  # the embedded policy before issue 11, the default starting point
 

@@ -2,7 +2,7 @@
 # Mutation testing of the engine modules (not part of CI): mutmut puts one small bug at a time into the modules
 # listed in pyproject.toml's [tool.mutmut] only_mutate and runs their fast tests; a bug no test notices survives.
 #   bash scripts/mutation.sh                         every listed module (about 30 minutes on 2 cores)
-#   bash scripts/mutation.sh advantages ui/controller  only these modules (paths under rloo_demo/, no .py)
+#   bash scripts/mutation.sh advantages ui/controller store  only these modules or subpackages (under rloo_demo/, no .py)
 # MUTATION_MINUTES caps the wall time (default 40; mutants not reached are reported as not checked),
 # MUTATION_JOBS sets the mutants tested at once (default: the number of cores); MUTATION_KEEP=1 reuses mutants/.
 # Results stay in mutants/: `mutmut results` lists the survivors, `mutmut show <name>` shows one as a diff.
@@ -24,10 +24,11 @@ export RLOO_DEMO_ASSETS="$PWD/assets" # mutants/ holds the code and tests only, 
 patterns=()
 for module in "$@"; do
   module=${module%.py}
-  if [ -f "rloo_demo/$module.py" ]; then
-    patterns+=("rloo_demo.${module//\//.}.*")
+  module=${module%/}
+  if [ -f "rloo_demo/$module.py" ] || [ -d "rloo_demo/$module" ]; then
+    patterns+=("rloo_demo.${module//\//.}.*") # a module, or a subpackage (every module in it)
   else
-    echo "skipping $module: there is no rloo_demo/$module.py" >&2
+    echo "skipping $module: there is no rloo_demo/$module.py or rloo_demo/$module/" >&2
   fi
 done
 if [ $# -gt 0 ] && [ ${#patterns[@]} -eq 0 ]; then

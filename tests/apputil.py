@@ -31,8 +31,8 @@ def free_port() -> int:
 @contextmanager
 def running_app(runs_dir, max_concurrent=1, limits=None):
     """The app as ``python app.py`` builds it, on a free port, with ``limits`` (default: this environment's)."""
-    from rloo_demo.limits import Limits
-    from rloo_demo.runner import Runner
+    from rloo_demo.server.limits import Limits
+    from rloo_demo.server.runner import Runner
     from rloo_demo.ui.app import build_app, launch_options, prepare
     from rloo_demo.ui.controller import Controller
 

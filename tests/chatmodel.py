@@ -14,7 +14,7 @@ MARKERS = ("<|user|>", "<|assistant|>", "<|end|>", "<|system|>")
 def build_chat_model(folder: Path, architecture: str = "llama") -> Path:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    from rloo_demo.hub import resolve_model
+    from rloo_demo.models.hub import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("embedded:tiny-imdb-gpt2"))
     tokenizer.chat_template = CHAT_TEMPLATE

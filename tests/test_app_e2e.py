@@ -13,10 +13,10 @@ import pytest
 from apputil import call_event, running_app, wait_until
 from gradio_client import Client
 
-from rloo_demo import rewards as rewards_module
-from rloo_demo.limits import PUBLIC
-from rloo_demo.sampling import sample
-from rloo_demo.ui.controller import Caller
+from rloo_demo.models.sampling import sample
+from rloo_demo.server.gates import Caller
+from rloo_demo.server.limits import PUBLIC
+from rloo_demo.task import rewards as rewards_module
 
 SHORT = {"max_steps": 200, "prompts_per_step": 2, "num_generations": 4, "max_new_tokens": 8}
 # The image's limits; only the Start rate is raised, because this module starts more runs a minute than a visitor
@@ -90,7 +90,7 @@ def test_two_sessions_live_run_rollouts_compare_stop(app):
 
     # a finished run on disk compares too, and its trained column is the trained model's own samples
     after = b.predict(run, "This movie was", 2, 7, api_name="/compare")
-    base, trained, tok, _ = controller.models_for(run)
+    base, trained, tok, _ = controller.inference.models_for(run)
     assert [s["text"] for s in after["trained"]] == [
         s["text"] for s in sample(trained, tok, "This movie was", 2, 24, 1.0, 1.0, 7)
     ]

@@ -25,7 +25,7 @@ def test_start_watch_reward_and_rollouts(space_runs_dir):
     """As the image runs the app: public mode, runs outside the working folder and /tmp."""
     from playwright.sync_api import sync_playwright
 
-    from rloo_demo.limits import PUBLIC
+    from rloo_demo.server.limits import PUBLIC
 
     ARTIFACTS.mkdir(exist_ok=True)
     with running_app(space_runs_dir, limits=PUBLIC) as (url, controller), sync_playwright() as p:

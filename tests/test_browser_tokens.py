@@ -30,8 +30,8 @@ HEATMAP_JS = """() => {
 def test_select_a_completion_and_see_its_tokens(space_runs_dir):
     from playwright.sync_api import sync_playwright
 
-    from rloo_demo.limits import PUBLIC
-    from rloo_demo.ui.controller import Caller
+    from rloo_demo.server.gates import Caller
+    from rloo_demo.server.limits import PUBLIC
 
     ARTIFACTS.mkdir(exist_ok=True)
     with running_app(space_runs_dir, limits=PUBLIC) as (url, controller), sync_playwright() as p:

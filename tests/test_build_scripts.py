@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
 
-from rloo_demo.data import load_embedded, split
+from rloo_demo.task.data import load_embedded, split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
@@ -112,8 +112,8 @@ def test_build_reward_model_tiny(tmp_path):
 
 
 def test_embedded_policy_generates_review_text():
-    from rloo_demo.sampling import sample
-    from rloo_demo.training import load_policy
+    from rloo_demo.models.policy import load_policy
+    from rloo_demo.models.sampling import sample
 
     model, tok = load_policy("embedded:tiny-imdb-gpt2")
     assert tok.eos_token is not None and tok.pad_token is not None and tok.padding_side == "left"

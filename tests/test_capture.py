@@ -15,12 +15,13 @@ import pytest
 import torch
 from trl import RLOOTrainer
 
-from rloo_demo import rewards as rewards_module
 from rloo_demo.advantages import NORMALIZE_EPS, normalize
-from rloo_demo.capture import CapturingRLOOTrainer
+from rloo_demo.chat import completion_text
 from rloo_demo.config import RunConfig
-from rloo_demo.rewards import completion_text, length_penalty
-from rloo_demo.training import RunState, build_trainer
+from rloo_demo.engine.capture import CapturingRLOOTrainer
+from rloo_demo.engine.training import RunState, build_trainer
+from rloo_demo.task import rewards as rewards_module
+from rloo_demo.task.rewards import length_penalty
 
 # --- hand-made batches --------------------------------------------------------------------------------------------
 
@@ -57,7 +58,7 @@ def fake_trainer(beta=0.2, normalize_advantages=False, clip=None, global_step=6)
     trainer.record_tokens = False  # the per-token lists have their own tests (tests/test_tokens.py)
     trainer._pending = None
     trainer.batch_observers = []
-    trainer.reuse_policy_forward = False  # TRL's own scoring calls (rloo_demo.fast_step has its own tests)
+    trainer.reuse_policy_forward = False  # TRL's own scoring calls (rloo_demo.fast.fast_step has its own tests)
     trainer._scoring_calls = trainer._kept = None
     trainer._metrics = {"train": defaultdict(list)}
     return trainer

@@ -10,20 +10,14 @@ import pytest
 from apputil import running_app, wait_until
 from chatmodel import CHAT_TEMPLATE, MARKERS, build_chat_model
 
+from rloo_demo.chat import prompt_text, to_messages
 from rloo_demo.cli import main as cli_main
-from rloo_demo.config import ConfigError, RunConfig
-from rloo_demo.data import prompt_dataset
-from rloo_demo.errors import DataError
-from rloo_demo.hub import resolve_model
-from rloo_demo.prompts import (
-    as_run_prompt,
-    chat_template_of,
-    check_template,
-    effective_template,
-    prompt_text,
-    to_messages,
-)
-from rloo_demo.runs import RunFolder
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import ConfigError, DataError
+from rloo_demo.models.hub import resolve_model
+from rloo_demo.models.templates import chat_template_of, check_template, effective_template
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.task.data import as_run_prompt, prompt_dataset
 
 SYSTEM = "You are a film critic."
 
@@ -126,7 +120,7 @@ def test_a_prompt_column_of_texts_or_messages(tmp_path):
 
 
 def test_trl_tokenizes_through_the_chat_template(chat_policy, tmp_path):
-    from rloo_demo.training import RunState, build_trainer
+    from rloo_demo.engine.training import RunState, build_trainer
 
     config = tiny(chat_policy, tmp_path, system_prompt=SYSTEM).validate()
     trainer = build_trainer(config, RunState(config))
@@ -139,13 +133,13 @@ def test_trl_tokenizes_through_the_chat_template(chat_policy, tmp_path):
 
 
 def test_our_sampler_uses_the_chat_template_too(chat_policy):
-    """Compare, evaluate and infer sample with rloo_demo.sampling: a chat prompt goes through the template there as
-    well (the same ids as the rendered template), and the text that comes back is the reply alone."""
+    """Compare, evaluate and infer sample with rloo_demo.models.sampling: a chat prompt goes through the template
+    there as well (the same ids as the rendered template), and the text that comes back is the reply alone."""
     import torch
 
-    from rloo_demo.prompts import encode_prompt
-    from rloo_demo.sampling import sample, sequence_logprob
-    from rloo_demo.training import load_policy
+    from rloo_demo.models.policy import load_policy
+    from rloo_demo.models.sampling import sample, sequence_logprob
+    from rloo_demo.models.templates import encode_prompt
 
     model, tokenizer = load_policy(chat_policy)
     with torch.no_grad():  # random weights give near-uniform logits whatever the context: sharpen them (tied head)
@@ -201,7 +195,7 @@ def test_two_steps_through_the_cli(chat_policy, tmp_path, capsys):
 def test_two_steps_through_the_app(chat_policy, tmp_path):
     from gradio_client import Client
 
-    from rloo_demo.limits import LOCAL
+    from rloo_demo.server.limits import LOCAL
 
     with running_app(tmp_path / "runs", limits=LOCAL) as (url, controller):
         client = Client(url, verbose=False)

@@ -2,7 +2,10 @@
 
 import pytest
 
-from rloo_demo.config import ConfigError, RunConfig
+from rloo_demo.config import RunConfig
+from rloo_demo.engine.trl_args import rloo_config
+from rloo_demo.errors import ConfigError
+from rloo_demo.store.jsonl import save_config
 
 
 def problems(**kw):
@@ -102,7 +105,7 @@ def test_generation_batch_overrides_prompts_per_step():
 def test_round_trip(tmp_path, suffix):
     cfg = RunConfig(rewards=["vader_compound", "length_penalty"], reward_weights=[1.0, 0.5], beta=0.0, seed=7)
     path = tmp_path / f"run{suffix}"
-    cfg.save(path)
+    save_config(cfg, path)
     assert RunConfig.load(path) == cfg
 
 
@@ -155,24 +158,24 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     import os
 
     path = tmp_path / "config.yaml"
-    RunConfig(max_steps=7).save(path)
+    save_config(RunConfig(max_steps=7), path)
 
     def crash(*a, **k):
         raise OSError("crash between write and rename")
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        RunConfig(max_steps=8).save(path)
+        save_config(RunConfig(max_steps=8), path)
     assert RunConfig.load(path).max_steps == 7  # the old file is intact
 
 
 def test_to_rloo_config():
     cfg = RunConfig(prompts_per_step=3, num_generations=4, beta=0.1, learning_rate=2e-3, max_new_tokens=16)
-    args = cfg.to_rloo_config("/tmp/x", reward_weights=[1.0])
+    args = rloo_config(cfg, "/tmp/x", reward_weights=[1.0])
     assert args.per_device_train_batch_size == 12
     assert args.num_generations == 4
     assert args.generation_batch_size % args.num_generations == 0
     assert args.beta == 0.1 and args.learning_rate == 2e-3 and args.max_completion_length == 16
     assert args.disable_dropout is True
     with pytest.raises(ConfigError, match="processes"):
-        RunConfig(prompts_per_step=1, num_generations=3).to_rloo_config("/tmp/x", num_processes=2)
+        rloo_config(RunConfig(prompts_per_step=1, num_generations=3), "/tmp/x", num_processes=2)

@@ -11,15 +11,17 @@ from dataclasses import replace
 
 import pytest
 
-from rloo_demo import runner as runner_module
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import Busy, InputError, NotOwner, RateLimited
-from rloo_demo.limits import LOCAL, PUBLIC, Limits
-from rloo_demo.runner import Runner
-from rloo_demo.runs import RunFolder
-from rloo_demo.sampling import sample
-from rloo_demo.ui import controller as controller_module
-from rloo_demo.ui.controller import Caller, Controller, SamplingGate, StartGate, owner_digest
+from rloo_demo.models.sampling import sample
+from rloo_demo.server import gates as gates_module
+from rloo_demo.server import readers as readers_module
+from rloo_demo.server import runner as runner_module
+from rloo_demo.server.gates import Caller, SamplingGate, StartGate, owner_digest
+from rloo_demo.server.limits import LOCAL, PUBLIC, Limits
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.ui.controller import Controller
 
 OWNER = Caller("owner-id", "10.0.0.1")
 VISITOR = Caller("visitor-id", "10.0.0.2")
@@ -50,7 +52,7 @@ def trained(tmp_path_factory):
 def test_compare_samples_each_model_with_the_same_seed(trained):
     controller, name = trained
     out = controller.compare(name, "This movie was", 3, 16, 1.0, 1.0, 11, VISITOR)
-    base, policy, tok, _ = controller.models_for(name)
+    base, policy, tok, _ = controller.inference.models_for(name)
     expected_trained = [s["text"] for s in sample(policy, tok, "This movie was", 3, 16, 1.0, 1.0, 11)]
     expected_base = [s["text"] for s in sample(base, tok, "This movie was", 3, 16, 1.0, 1.0, 11)]
     assert [s["text"] for s in out["trained"]] == expected_trained  # the trained model, with this seed
@@ -166,7 +168,7 @@ def test_sampling_gate_counts_the_jobs_queued_before_a_job_starts():
 
 
 def test_sampling_gate_runs_one_job_at_a_time(monkeypatch):
-    monkeypatch.setattr(controller_module, "SAMPLING_WAIT", 0.2)
+    monkeypatch.setattr(gates_module, "SAMPLING_WAIT", 0.2)
     gate = SamplingGate(LOCAL, training=lambda: False)
     entered, release = threading.Event(), threading.Event()
 
@@ -211,8 +213,8 @@ def test_an_idle_page_re_reads_nothing(tmp_path, monkeypatch):
     run.set_status("finished")
     controller = Controller(Runner(str(tmp_path), watchdog=False))
     reads = []
-    real = controller_module.read_jsonl_counted
-    monkeypatch.setattr(controller_module, "read_jsonl_counted", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = readers_module.read_jsonl_counted
+    monkeypatch.setattr(readers_module, "read_jsonl_counted", lambda *a, **k: reads.append(a) or real(*a, **k))
     first = controller.view("done")
     assert first.last_step == 300 and len(reads) == 1
     for _ in range(5):
@@ -305,11 +307,13 @@ def test_start_resolves_models_outside_the_lock_that_ticks_take(tmp_path, monkey
 def test_model_cache_is_bounded(tmp_path, monkeypatch):
     controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, model_cache=2), watchdog=False))
     loaded = []
-    monkeypatch.setattr("rloo_demo.training.load_policy", lambda folder: (loaded.append(folder) or _Eval(), None))
-    monkeypatch.setattr("rloo_demo.hub.resolve_model", lambda name, *a, **k: name)
+    monkeypatch.setattr(
+        "rloo_demo.server.inference.load_policy", lambda folder: (loaded.append(folder) or _Eval(), None)
+    )
+    monkeypatch.setattr("rloo_demo.server.inference.resolve_model", lambda name, *a, **k: name)
     for name in ("a", "b", "c", "a", "c"):
-        controller._load(name)
-    assert loaded == ["a", "b", "c", "a"] and list(controller._models) == ["a", "c"]
+        controller.inference._load(name)
+    assert loaded == ["a", "b", "c", "a"] and list(controller.inference._models) == ["a", "c"]
 
 
 class _Eval:

@@ -9,7 +9,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from rloo_demo.data import (
+from rloo_demo.errors import DataError
+from rloo_demo.task.data import (
     INSTRUCTION_TEMPLATE,
     clean_text,
     continuation_prompt,
@@ -20,7 +21,6 @@ from rloo_demo.data import (
     prompt_dataset,
     split,
 )
-from rloo_demo.errors import DataError
 
 
 def test_embedded_imdb_is_complete_and_clean():
@@ -49,7 +49,7 @@ def test_split_is_the_same_in_another_process():
     """The split is a pure function of each text: a fresh process, with another string-hash seed and nothing
     cached, puts the same reviews on the held-out side."""
     code = (
-        "import hashlib; from rloo_demo.data import load_embedded, split; "
+        "import hashlib; from rloo_demo.task.data import load_embedded, split; "
         "held = split(load_embedded('imdb'), 'heldout')['text']; "
         "print(len(held), hashlib.sha1('\\n'.join(held).encode()).hexdigest())"
     )
@@ -108,7 +108,7 @@ def test_prompts_are_built_once_per_source_version(tmp_path, monkeypatch):
     """The web app asks for held-out prompts on every Compare and Evaluate; building them is ~0.5 s of pure Python
     that stalls a training thread next door (measured: a Compare tab refresh slowed the next steps 3-6x). They are
     built once; a local file that changes is read again."""
-    import rloo_demo.data as data
+    import rloo_demo.task.data as data
 
     calls = []
     real = data.build_prompt

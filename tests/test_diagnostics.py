@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from rloo_demo.config import RunConfig
-from rloo_demo.diagnostics import kl_estimates, kl_estimators, step_diagnostics, zero_signal_fraction
-from rloo_demo.judges import (
+from rloo_demo.engine.diagnostics import kl_estimates, kl_estimators, step_diagnostics, zero_signal_fraction
+from rloo_demo.engine.prechecks import prerun_warnings
+from rloo_demo.eval.judges import (
     COLLAPSE_WARNING,
     DISTINCT_2_MIN,
     REPETITION_MAX,
@@ -19,8 +20,7 @@ from rloo_demo.judges import (
     judge_texts,
     repetition_rate,
 )
-from rloo_demo.limits import LOCAL, PUBLIC
-from rloo_demo.prechecks import prerun_warnings
+from rloo_demo.server.limits import LOCAL, PUBLIC
 
 # --- KL estimators ---------------------------------------------------------------------------------------------
 

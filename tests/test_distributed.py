@@ -18,10 +18,12 @@ import pytest
 import yaml
 
 from rloo_demo.cli import build_parser, config_from_args
-from rloo_demo.config import ConfigError, RunConfig
-from rloo_demo.runner import Runner
-from rloo_demo.runs import open_run
-from rloo_demo.subprocess_job import ACCELERATE_LAUNCH, JsonlTail, accelerate_launch, free_port
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import ConfigError
+from rloo_demo.server.runner import Runner
+from rloo_demo.server.subprocess_job import ACCELERATE_LAUNCH, JsonlTail, accelerate_launch, free_port
+from rloo_demo.store.folder import open_run
+from rloo_demo.store.jsonl import save_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -188,7 +190,7 @@ def test_launch_command_starts_n_processes_without_cpu_flag():
 
 def test_launch_block_is_not_a_setting(tmp_path):
     path = tmp_path / "config.yaml"
-    RunConfig(max_steps=7).save(path)
+    save_config(RunConfig(max_steps=7), path)
     with open(path, "a") as f:
         f.write(yaml.safe_dump({"launch": {"world_size": 2, "backend": "gloo", "ranks": []}}))
     assert RunConfig.load(path).max_steps == 7
@@ -261,7 +263,7 @@ def test_multinode_config_runs_as_two_machines_on_one_host(tmp_path):
 
 def scaling_commands() -> list[list[str]]:
     """Every command of the README's "Scaling out" section, continuation lines joined."""
-    section = (ROOT / "README.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "operating.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
     lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
     return [shlex.split(line) for line in lines if line.strip() and not line.startswith("#")]

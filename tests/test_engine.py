@@ -13,15 +13,17 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from rloo_demo import rewards as rewards_module
-from rloo_demo.callbacks import MetricsChannel
-from rloo_demo.capture import CapturingRLOOTrainer
 from rloo_demo.cli import main as cli_main
 from rloo_demo.config import RunConfig
-from rloo_demo.evaluation import heldout_prompts
-from rloo_demo.runs import RunFolder, list_runs, open_run
-from rloo_demo.sampling import sample
-from rloo_demo.training import RunState, TrainingJob, build_trainer, load_policy, train
+from rloo_demo.engine.callbacks import MetricsChannel
+from rloo_demo.engine.capture import CapturingRLOOTrainer
+from rloo_demo.engine.training import RunState, TrainingJob, build_trainer, train
+from rloo_demo.eval.evaluation import heldout_prompts
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.sampling import sample
+from rloo_demo.store.folder import RunFolder, open_run
+from rloo_demo.store.listing import list_runs
+from rloo_demo.task import rewards as rewards_module
 
 STEP_KEYS = [
     "reward",
@@ -72,8 +74,7 @@ def run_parity(tmp_path, normalize):
     )
     state = RunState(config)
     state.run = RunFolder.create(config)
-    trainer = build_trainer(config, state)
-    trainer.__class__ = LossInputRecorder
+    trainer = build_trainer(config, state, trainer_cls=LossInputRecorder)
     trainer.loss_batches, trainer.captured = [], []
     trainer.train()
     return trainer, state

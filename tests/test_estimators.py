@@ -22,9 +22,10 @@ from rloo_demo.advantages import (
     what_if,
 )
 from rloo_demo.config import RunConfig
-from rloo_demo.runs import RunFolder
-from rloo_demo.trainers import ReinforceTrainer, grpo_config
-from rloo_demo.training import RunState, build_trainer
+from rloo_demo.engine.trainers import ReinforceTrainer, grpo_config, trainer_for, with_speedups
+from rloo_demo.engine.training import RunState, build_trainer
+from rloo_demo.engine.trl_args import rloo_config
+from rloo_demo.store.folder import RunFolder
 
 REWARDS = [0.9, 0.1, 0.5, 0.5, -0.2, 0.4, 0.4, 0.0, 0.3, 0.3, 0.3, 0.3]
 K = 4
@@ -100,9 +101,9 @@ def grpo_trainer(tmp_path, scale_rewards):
     )
     state = RunState(config)
     state.run = RunFolder.create(config)
-    trainer = build_trainer(config, state)
-    assert type(trainer) is GRPOTrainer and trainer.scale_rewards == "group"
-    trainer.__class__ = GRPORecorder
+    assert trainer_for("grpo", rloo_config(config, tmp_path / "x"), {})[0] is GRPOTrainer
+    trainer = build_trainer(config, state, trainer_cls=GRPORecorder)
+    assert type(trainer) is GRPORecorder and trainer.scale_rewards == "group"
     trainer.rewards_seen, trainer.scored, trainer.loss_inputs = [], [], []
     trainer.scale_rewards = scale_rewards  # what GRPOConfig(scale_rewards=...) sets
     return trainer
@@ -132,9 +133,7 @@ def test_grpo_advantages_match_what_trls_grpo_loss_saw(tmp_path, scale_rewards, 
 
 
 def test_grpo_config_carries_the_runs_settings():
-    args = RunConfig(beta=0.2, learning_rate=1e-3, num_generations=8, max_new_tokens=12, seed=7).to_rloo_config(
-        "unused"
-    )
+    args = rloo_config(RunConfig(beta=0.2, learning_rate=1e-3, num_generations=8, max_new_tokens=12, seed=7), "unused")
     grpo = grpo_config(args)
     for name in (
         "beta",
@@ -171,9 +170,9 @@ def test_reinforce_feeds_the_loss_the_shaped_rewards(tmp_path):
     )
     state = RunState(config)
     state.run = RunFolder.create(config)
-    trainer = build_trainer(config, state)
-    assert type(trainer) is ReinforceTrainer
-    trainer.__class__ = ReinforceRecorder
+    assert trainer_for("reinforce", None, {})[0] is with_speedups(ReinforceTrainer)
+    trainer = build_trainer(config, state, trainer_cls=ReinforceRecorder)
+    assert isinstance(trainer, ReinforceRecorder)
     trainer.loss_inputs = []
     trainer.train()
     groups_by_step = defaultdict(list)

@@ -16,8 +16,7 @@ import pytest
 import torch
 
 from rloo_demo.config import RunConfig
-from rloo_demo.data import load_embedded, split
-from rloo_demo.evaluation import (
+from rloo_demo.eval.evaluation import (
     Scorer,
     bootstrap_interval,
     evaluate,
@@ -25,10 +24,11 @@ from rloo_demo.evaluation import (
     heldout_prompts,
     heldout_scorers,
 )
-from rloo_demo.hub import EMBEDDED_POLICY
-from rloo_demo.rewards import build_reward, length_penalty, vader_compound
-from rloo_demo.sampling import sample, sequence_logprob
-from rloo_demo.training import load_policy
+from rloo_demo.models.hub import EMBEDDED_POLICY
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.sampling import sample, sequence_logprob
+from rloo_demo.task.data import load_embedded, split
+from rloo_demo.task.rewards import build_reward, length_penalty, vader_compound
 
 CONFIG = RunConfig(rewards=["vader_compound", "length_penalty"], reward_weights=[1.0, 0.5], prompt_words=6)
 PER_PROMPT, SEED, NEW_TOKENS = 3, 5, 10
@@ -89,7 +89,7 @@ def result(models, prompts):
 
 
 def recompute(model, tok, prompts):
-    """Samples with seed + i for prompt i, and each one's scores, computed without ``rloo_demo.evaluation``."""
+    """Samples with seed + i for prompt i, and each one's scores, computed without ``rloo_demo.eval.evaluation``."""
     rows = [
         (p, s) for i, p in enumerate(prompts) for s in sample(model, tok, p, PER_PROMPT, NEW_TOKENS, 1.0, 1.0, SEED + i)
     ]

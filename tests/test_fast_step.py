@@ -8,11 +8,12 @@ import torch
 from trl import RLOOTrainer
 
 from rloo_demo.config import RunConfig
-from rloo_demo.fast_step import SingleForwardRLOOTrainer, match_rows
-from rloo_demo.lean_decode import multinomial_draw
-from rloo_demo.prompts import run_prompts
-from rloo_demo.rewards import build_reward
-from rloo_demo.training import load_policy
+from rloo_demo.engine.trl_args import rloo_config
+from rloo_demo.fast.fast_step import SingleForwardRLOOTrainer, match_rows
+from rloo_demo.fast.lean_decode import multinomial_draw
+from rloo_demo.models.policy import load_policy
+from rloo_demo.task.data import run_prompts
+from rloo_demo.task.rewards import build_reward
 
 
 def test_match_rows_finds_the_permutation():
@@ -28,7 +29,7 @@ def _train(trainer_cls, tmp_path, steps=3, draw=None, **overrides):
     config = RunConfig(max_steps=steps, prompts_per_step=3, max_new_tokens=8, beta=0.1, learning_rate=5e-3)
     torch.manual_seed(0)
     model, tok = load_policy(config.policy)
-    args = config.to_rloo_config(tmp_path / trainer_cls.__name__, reward_weights=config.weights, **overrides)
+    args = rloo_config(config, tmp_path / trainer_cls.__name__, reward_weights=config.weights, **overrides)
     trainer = trainer_cls(
         model=model,
         args=args,
@@ -66,7 +67,7 @@ def test_single_forward_falls_back_with_several_steps_per_generation(tmp_path):
 
 
 def test_engine_turns_gradient_checkpointing_off_for_the_embedded_policy(tmp_path):
-    args = RunConfig().to_rloo_config(tmp_path)
+    args = rloo_config(RunConfig(), tmp_path)
     assert args.activation_checkpointing is False and args.gradient_checkpointing is False
     from trl import RLOOConfig
 
@@ -75,7 +76,7 @@ def test_engine_turns_gradient_checkpointing_off_for_the_embedded_policy(tmp_pat
 
 
 def test_thread_counts_for_the_step_and_its_backward(monkeypatch):
-    from rloo_demo.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
+    from rloo_demo.fast.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
 
     monkeypatch.delenv("RLOO_TORCH_THREADS", raising=False)
     embedded, hub = "embedded:tiny-imdb-gpt2", "openai-community/gpt2"
@@ -88,7 +89,7 @@ def test_thread_counts_for_the_step_and_its_backward(monkeypatch):
 
 @pytest.mark.skipif(torch.get_num_threads() < 2, reason="one core: the backward has no second thread to use")
 def test_the_backward_runs_on_two_threads_and_the_rest_of_the_step_on_one(tmp_path, monkeypatch):
-    from rloo_demo.training import RunState, build_trainer
+    from rloo_demo.engine.training import RunState, build_trainer
 
     monkeypatch.delenv("RLOO_TORCH_THREADS", raising=False)
     config = RunConfig(output_dir=str(tmp_path), max_steps=2, prompts_per_step=2, max_new_tokens=8)
@@ -116,7 +117,7 @@ def test_the_engine_samples_with_its_own_decode_and_falls_back_to_generate(tmp_p
     not cover (a repetition penalty) goes to generate, with the reason kept."""
     from transformers import GPT2LMHeadModel
 
-    from rloo_demo.training import RunState, build_trainer
+    from rloo_demo.engine.training import RunState, build_trainer
 
     calls = []
     generate = GPT2LMHeadModel.generate

@@ -22,9 +22,9 @@ from gradio_client import Client
 
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import DiskFull
-from rloo_demo.limits import LOCAL
-from rloo_demo.runner import Runner
-from rloo_demo.runs import RunFolder
+from rloo_demo.server.limits import LOCAL
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.folder import RunFolder
 
 LONG = json.dumps({"max_steps": 400, "prompts_per_step": 1, "max_new_tokens": 8})
 

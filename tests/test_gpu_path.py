@@ -13,17 +13,18 @@ from conftest import ROOT
 
 from rloo_demo.cli import main as cli_main
 from rloo_demo.config import RunConfig
-from rloo_demo.limits import PUBLIC
+from rloo_demo.engine.trl_args import rloo_config
+from rloo_demo.server.limits import PUBLIC
 
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 DOCKERFILE = (ROOT / "Dockerfile.gpu").read_text()
-README = (ROOT / "README.md").read_text()
+OPERATING = (ROOT / "docs" / "operating.md").read_text()  # the "On a GPU" section, moved there from README.md
 
 
 def test_use_vllm_and_bf16_pass_through_to_trl(tmp_path):
-    args = RunConfig(use_vllm=True, bf16=True).to_rloo_config(tmp_path)
+    args = rloo_config(RunConfig(use_vllm=True, bf16=True), tmp_path)
     assert args.use_vllm is True and args.vllm_mode == "colocate" and args.bf16 is True
-    plain = RunConfig().to_rloo_config(tmp_path)
+    plain = rloo_config(RunConfig(), tmp_path)
     assert plain.use_vllm is False and plain.bf16 is False
 
 
@@ -66,7 +67,7 @@ def test_dockerfile_gpu_installs_cuda_torch_and_the_same_app():
 
 
 def test_readme_has_an_on_a_gpu_section_that_says_what_was_measured():
-    section = README.split("## On a GPU", 1)[1].split("\n## ", 1)[0]
+    section = OPERATING.split("## On a GPU", 1)[1].split("\n## ", 1)[0]
     for model in ("SmolLM2-135M-Instruct", "Qwen2.5-0.5B-Instruct", "Llama-3.2-1B-Instruct"):
         assert model in section
     assert "Dockerfile.gpu" in section and "scripts/gpu_check.sh" in section

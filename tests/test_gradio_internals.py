@@ -83,7 +83,7 @@ def test_cheap_skips_leaves_lists_and_full_dicts_to_gradio():
 
 
 def test_the_app_installs_cheap_skips():
-    from rloo_demo.limits import LOCAL
+    from rloo_demo.server.limits import LOCAL
     from rloo_demo.ui.app import prepare
 
     demo, _, _ = _skip_demo()
@@ -96,7 +96,7 @@ def test_the_app_installs_cheap_skips():
 ARENA_PROBE = """
 import ctypes, sys, threading
 if sys.argv[1] == "bound":
-    from rloo_demo.malloc import bound_arenas
+    from rloo_demo.server.malloc import bound_arenas
     assert bound_arenas()
 barrier = threading.Barrier(8)
 def work():  # eight threads allocating at once: each would get an arena of its own
@@ -119,7 +119,7 @@ def test_the_app_bounds_malloc_arenas():
     import subprocess
     import sys
 
-    from rloo_demo import malloc
+    from rloo_demo.server import malloc
     from rloo_demo.ui import app
 
     def arenas(mode):

@@ -11,7 +11,7 @@ import sys
 import pytest
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from rloo_demo.hub import resolve_model
+from rloo_demo.models.hub import resolve_model
 
 REV = "5f91d94bd9cd7190a9f3216ff93cd1dd95f2c7be"
 
@@ -42,8 +42,8 @@ def run_py(code, home):
 def test_cached_hub_id_loads_offline(tmp_path):
     snap = populate_cache(tmp_path)
     code = (
-        "from rloo_demo.training import load_policy;"
-        "from rloo_demo.hub import resolve_model;"
+        "from rloo_demo.models.policy import load_policy;"
+        "from rloo_demo.models.hub import resolve_model;"
         "m, t = load_policy('sshleifer/tiny-gpt2');"
         "import json; print(json.dumps([resolve_model('sshleifer/tiny-gpt2'), m.config.n_layer, t.padding_side]))"
     )
@@ -56,7 +56,7 @@ def test_cached_hub_id_loads_offline(tmp_path):
 def test_uncached_id_fails_fast_with_a_clear_message(tmp_path):
     code = (
         "import sys\n"
-        "from rloo_demo.hub import resolve_model, ResolveError\n"
+        "from rloo_demo.models.hub import resolve_model, ResolveError\n"
         "try:\n    resolve_model('someone/not-cached-model')\n"
         "except ResolveError as e:\n    print('torch' in sys.modules); print(e)\n"
     )
@@ -92,7 +92,7 @@ def test_train_refuses_uncached_policy_before_loading(tmp_path):
 
 
 def test_bad_names():
-    from rloo_demo.hub import ResolveError
+    from rloo_demo.models.hub import ResolveError
 
     with pytest.raises(ResolveError, match="not a valid hub model id|neither a local folder"):
         resolve_model("not a valid id!!")

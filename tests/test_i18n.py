@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from rloo_demo import i18n, plots
+from rloo_demo import i18n
 from rloo_demo.i18n import LOCALES, load, t
+from rloo_demo.ui import plots
 
 OTHERS = [code for code in LOCALES if code != "en"]
 # Text that is the same in every language: names, symbols, code, numbers (explicit, so nothing slips in unseen)
@@ -51,7 +52,7 @@ def test_every_key_in_every_locale_with_the_same_placeholders(locale):
 
 def test_static_texts_carry_no_braces_to_the_browser():
     """The browser's message formatter reads {x} as its own placeholder: static text gets its values on the server."""
-    from rloo_demo.limits import PUBLIC
+    from rloo_demo.server.limits import PUBLIC
 
     sent = i18n.translations(min_variance_every=PUBLIC.min_variance_every)
     for code in LOCALES:
@@ -99,7 +100,7 @@ def visible_strings(config, locale) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def page_config(tmp_path_factory):
-    from rloo_demo.runner import Runner
+    from rloo_demo.server.runner import Runner
     from rloo_demo.ui.app import build_app
     from rloo_demo.ui.controller import Controller
 
@@ -123,7 +124,7 @@ def test_no_visible_english_left_in_the_built_page(page_config, locale):
 @pytest.mark.parametrize("locale", OTHERS)
 def test_server_text_is_written_in_the_page_language(locale):
     from rloo_demo.config import RunConfig
-    from rloo_demo.prechecks import prerun_warnings
+    from rloo_demo.engine.prechecks import prerun_warnings
     from rloo_demo.ui.common import error_markdown
     from rloo_demo.ui.views import estimate_text, status_line
 
@@ -242,7 +243,7 @@ NUMBER = re.compile(r"[+−-]?\d+(?:\.\d+)?%?")
 
 def _server_views(locale):
     """Every server-written text of the token view, the what-if table, the probe and the collapse warning."""
-    from rloo_demo.judges import collapse_warning
+    from rloo_demo.eval.judges import collapse_warning
     from rloo_demo.ui import views
 
     g = _token_group()
@@ -281,7 +282,7 @@ def test_token_whatif_probe_and_collapse_text_in_the_page_language(locale):
 def test_english_server_text_is_the_engines_own():
     """en.json repeats the engine's English (the CLI prints it): the estimators' notes and the collapse warning."""
     from rloo_demo.advantages import ESTIMATOR_NOTES
-    from rloo_demo.judges import COLLAPSE_WARNING
+    from rloo_demo.eval.judges import COLLAPSE_WARNING
 
     assert {name: t("en", f"estimator.{name}") for name in ESTIMATOR_NOTES} == ESTIMATOR_NOTES
     assert COLLAPSE_WARNING in t("en", "collapse.warning", reasons="x")

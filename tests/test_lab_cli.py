@@ -12,7 +12,8 @@ import pytest
 from rloo_demo.advantages import ESTIMATORS
 from rloo_demo.cli import main as cli_main
 from rloo_demo.config import RunConfig
-from rloo_demo.training import train
+from rloo_demo.engine.training import train
+from rloo_demo.store.jsonl import save_config
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +44,7 @@ def test_variance_cli_prints_one_row_per_estimator(tmp_path, capsys):
 
 def test_arena_cli_runs_paired_estimators_and_prints_the_table(tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
-    RunConfig(**TINY).save(config)
+    save_config(RunConfig(**TINY), config)
     out_dir = tmp_path / "runs"
     code = cli_main(
         [

@@ -5,18 +5,11 @@ import json
 
 import pytest
 
-from rloo_demo.arena import (
-    BETA_NOTE,
-    PPO_NOTE,
-    hierarchical_interval,
-    markdown_table,
-    per_prompt_gains,
-    summarize,
-)
+from rloo_demo.arena import BETA_NOTE, PPO_NOTE, hierarchical_interval, markdown_table, per_prompt_gains, summarize
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import NotFound
-from rloo_demo.limits import PUBLIC
-from rloo_demo.runner import Runner
+from rloo_demo.server.limits import PUBLIC
+from rloo_demo.server.runner import Runner
 from rloo_demo.ui.controller import Controller
 from rloo_demo.ui.views import (
     arithmetic_markdown,

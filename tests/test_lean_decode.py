@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from rloo_demo.hub import EMBEDDED_POLICY
-from rloo_demo.lean_decode import inverse_cdf_draw, lean_generate, lean_plan, multinomial_draw
-from rloo_demo.training import load_policy
+from rloo_demo.fast.lean_decode import inverse_cdf_draw, lean_generate, lean_plan, multinomial_draw
+from rloo_demo.models.hub import EMBEDDED_POLICY
+from rloo_demo.models.policy import load_policy
 
 PROMPTS = ["This movie was really one of the", "I hated", "A slow, quiet and sometimes very funny film about", "Bad"]
 

@@ -4,9 +4,9 @@ the checks of request values. Pure, no server. ``python -m pytest tests/test_lim
 
 import pytest
 
-from rloo_demo.config import ConfigError, RunConfig
-from rloo_demo.errors import InputError
-from rloo_demo.limits import LOCAL, PUBLIC, Limits, as_float, as_int
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import ConfigError, InputError
+from rloo_demo.server.limits import LOCAL, PUBLIC, Limits, as_float, as_int
 
 
 def test_public_mode_comes_from_the_environment():

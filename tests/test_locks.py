@@ -16,7 +16,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from rloo_demo.config import RunConfig
-from rloo_demo.training import RunState, WeightsLock, build_trainer
+from rloo_demo.engine.training import RunState, WeightsLock, build_trainer
 
 
 def checksum(parameters) -> str:

@@ -6,8 +6,8 @@ import json
 import torch
 
 from rloo_demo.config import RunConfig
-from rloo_demo.hub import resolve_model
-from rloo_demo.training import train
+from rloo_demo.engine.training import train
+from rloo_demo.models.hub import resolve_model
 
 
 def test_adapter_config_records_the_policy_name_and_loads_from_it(tmp_path):

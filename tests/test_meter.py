@@ -8,11 +8,11 @@ import json
 import pytest
 
 from rloo_demo.advantages import ESTIMATORS
-from rloo_demo.capture import CapturingRLOOTrainer
 from rloo_demo.config import RunConfig
-from rloo_demo.runs import RunFolder
-from rloo_demo.training import RunState, build_trainer
-from rloo_demo.variance import TrainingMeter, completion_logprobs
+from rloo_demo.engine.capture import CapturingRLOOTrainer
+from rloo_demo.engine.meter import TrainingMeter, completion_logprobs
+from rloo_demo.engine.training import RunState, build_trainer
+from rloo_demo.store.folder import RunFolder
 
 STEPS = 2
 
@@ -50,8 +50,7 @@ def run(tmp_path, variance_every):
     )
     state = RunState(config)
     state.run = RunFolder.create(config)
-    trainer = build_trainer(config, state)
-    trainer.__class__ = BatchRecorder
+    trainer = build_trainer(config, state, trainer_cls=BatchRecorder)
     trainer.batches = []
     trainer.train()
     state.channel.close()

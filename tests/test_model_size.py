@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from rloo_demo import model_size
 from rloo_demo.config import RunConfig
-from rloo_demo.hub import resolve_model
-from rloo_demo.model_size import TooLarge, check_policy_fits, folder_parameters, safetensors_parameters
+from rloo_demo.models import model_size
+from rloo_demo.models.hub import resolve_model
+from rloo_demo.models.model_size import TooLarge, check_policy_fits, folder_parameters, safetensors_parameters
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 
@@ -97,7 +97,7 @@ def test_an_uncached_hub_model_is_measured_before_any_download(monkeypatch):
     """Online, the hub's safetensors metadata (a few small requests) decides before snapshot_download runs."""
     import huggingface_hub
 
-    from rloo_demo import hub
+    from rloo_demo.models import hub
 
     calls = []
 

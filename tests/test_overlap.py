@@ -1,5 +1,5 @@
-"""Work beside the training thread (``rloo_demo.overlap``): the reference model's scoring pass runs on a worker thread
-and gives TRL what its own call would; where that is not safe, nothing runs beside.
+"""Work beside the training thread (``rloo_demo.fast.overlap``): the reference model's scoring pass runs on a worker
+thread and gives TRL what its own call would; where that is not safe, nothing runs beside.
 
 (The token record's "after" pass beside the next step: ``tests/test_tokens.py``.)
 
@@ -14,8 +14,8 @@ import torch
 from trl import RLOOTrainer
 
 from rloo_demo.config import RunConfig
-from rloo_demo.overlap import Background, may_overlap
-from rloo_demo.training import RunState, build_trainer
+from rloo_demo.engine.training import RunState, build_trainer
+from rloo_demo.fast.overlap import Background, may_overlap
 
 
 def test_background_returns_the_value_or_raises_in_the_caller():

@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from rloo_demo import plots
-from rloo_demo.plots import (
+from rloo_demo.ui import plots
+from rloo_demo.ui.plots import (
     NEGATIVE,
     NEUTRAL,
     POSITIVE,
@@ -543,7 +543,7 @@ def test_embedded_template_matches_plotly_default():
 
 
 def test_plots_module_does_not_import_plotly():
-    code = "import sys, rloo_demo.plots; print(any(m == 'plotly' or m.startswith('plotly.') for m in sys.modules))"
+    code = "import sys, rloo_demo.ui.plots; print(any(m == 'plotly' or m.startswith('plotly.') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     assert "plotly" not in plots.__dict__
@@ -591,7 +591,7 @@ def test_judges_and_kl_estimator_figures():
     fig = judges_figure(make_records())
     assert names(fig) == ["distinct-2", "repetition"]
     thresholds = sorted(shape["y0"] for shape in fig["layout"]["shapes"])
-    from rloo_demo.judges import DISTINCT_2_MIN, REPETITION_MAX
+    from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX
 
     assert thresholds == sorted([DISTINCT_2_MIN, REPETITION_MAX])
     kl = kl_estimators_figure(make_records())

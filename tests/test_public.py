@@ -15,7 +15,7 @@ import pytest
 from apputil import call_event, running_app, wait_until
 from gradio_client import Client
 
-from rloo_demo.limits import PUBLIC
+from rloo_demo.server.limits import PUBLIC
 from rloo_demo.ui.forms import FORM_FIELDS, defaults
 
 SERVER_PATH = re.compile(r"(/(home|root|tmp|etc|work|var|usr|proc|srv)\b)|(\.rloo-demo-test-runs)")
@@ -228,7 +228,7 @@ def test_sampling_runs_one_job_at_a_time(app, monkeypatch):
     import threading
     import time
 
-    from rloo_demo import sampling
+    from rloo_demo.server import inference as sampling  # where Compare looks the sampler up
 
     url, controller, client, run = app
     real, active, peak = sampling.sample, [0], [0]

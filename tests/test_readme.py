@@ -1,5 +1,6 @@
-"""The README matches the code: its API example runs verbatim against a live app, and its config reference lists
-every RunConfig field. ``python -m pytest tests/test_readme.py``"""
+"""README.md and the docs pages match the code: the API example (docs/reference.md) runs verbatim against a live app,
+its config reference lists every RunConfig field, and the public limits table (docs/operating.md) has the code's
+values. ``python -m pytest tests/test_readme.py``"""
 
 import os
 import re
@@ -15,16 +16,21 @@ from rloo_demo.config import RunConfig
 README = (ROOT / "README.md").read_text()
 
 
-def code_block_after(heading: str, lang: str) -> str:
-    section = README.split(heading, 1)[1]
+def doc(name: str) -> str:
+    """A page under docs/, where the README's sections by reader now live."""
+    return (ROOT / "docs" / name).read_text()
+
+
+def code_block_after(page: str, heading: str, lang: str) -> str:
+    section = page.split(heading, 1)[1]
     return re.search(rf"```{lang}\n(.*?)```", section, re.S).group(1)
 
 
 def test_api_example_runs_verbatim(space_runs_dir):
     """Against the app as the image runs it: public mode, runs outside the working folder and /tmp."""
-    from rloo_demo.limits import PUBLIC
+    from rloo_demo.server.limits import PUBLIC
 
-    code = code_block_after("## API (gradio_client)", "python")
+    code = code_block_after(doc("reference.md"), "## API (gradio_client)", "python")
     with running_app(space_runs_dir, limits=PUBLIC) as (url, _):
         out = subprocess.run(
             [sys.executable, "-c", code],
@@ -41,9 +47,9 @@ def test_api_example_runs_verbatim(space_runs_dir):
 
 
 def test_config_reference_lists_every_setting():
-    table = README.split("### Config reference", 1)[1].split("###", 1)[0]
+    table = doc("reference.md").split("### Config reference", 1)[1].split("###", 1)[0]
     for f in fields(RunConfig):
-        assert f"`{f.name}`" in table, f"README's config reference lacks {f.name}"
+        assert f"`{f.name}`" in table, f"docs/reference.md's config reference lacks {f.name}"
 
 
 def test_two_commands_exist():
@@ -53,10 +59,11 @@ def test_two_commands_exist():
 
 
 def test_public_limits_table_matches_the_code():
-    """Every limit's variable is in README's table, with the public and local values the code has."""
-    from rloo_demo.limits import ENV_NAMES, LOCAL, PUBLIC
+    """Every limit's variable is in the table of docs/operating.md, with the public and local values the code has."""
+    from rloo_demo.server.limits import ENV_NAMES, LOCAL, PUBLIC
 
-    table = README.split("## Running a public Space", 1)[1].split("\n\n| limit |", 1)[1].split("\n\n", 1)[0]
+    operating = doc("operating.md")
+    table = operating.split("## Running a public Space", 1)[1].split("\n\n| limit |", 1)[1].split("\n\n", 1)[0]
     cells = {}  # variable -> (public, local) as written
     for line in table.splitlines()[2:]:
         _, variables, public, local = [c.strip() for c in line.strip("|").split("|")]
@@ -71,9 +78,9 @@ def test_public_limits_table_matches_the_code():
         return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
     for field, var in ENV_NAMES.items():
-        assert var in cells, f"README's limits table lacks {var}"
+        assert var in cells, f"docs/operating.md's limits table lacks {var}"
         if field in ("allowed_models", "allowed_datasets", "admin_token"):
             continue
         for value, cell in zip((getattr(PUBLIC, field), getattr(LOCAL, field)), cells[var], strict=True):
             ok = cell == written(value) or (value is None and cell in ("none", "never", "all"))
-            assert ok, f"README says {cell!r} for {var}, the code has {value!r}"
+            assert ok, f"docs/operating.md says {cell!r} for {var}, the code has {value!r}"

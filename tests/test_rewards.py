@@ -4,8 +4,8 @@ import pytest
 from transformers import pipeline
 
 from rloo_demo.errors import InputError
-from rloo_demo.hub import resolve_model
-from rloo_demo.rewards import (
+from rloo_demo.models.hub import resolve_model
+from rloo_demo.task.rewards import (
     REWARDS,
     WeightedReward,
     build_reward,
@@ -90,8 +90,8 @@ def test_unknown_reward():
 def test_a_causal_lm_is_not_a_classifier_reward():
     """Row 17 of issue 8: a causal LM as ``classifier:`` would get a random head and train on noise."""
     from rloo_demo.config import RunConfig
-    from rloo_demo.hub import ASSETS_DIR, ResolveError
-    from rloo_demo.training import check_resources
+    from rloo_demo.engine.training import check_resources
+    from rloo_demo.models.hub import ASSETS_DIR, ResolveError
 
     with pytest.raises(ResolveError, match="is not a sequence classifier"):
         build_reward("classifier:embedded:tiny-imdb-gpt2")

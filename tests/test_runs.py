@@ -10,20 +10,13 @@ import os
 
 import pytest
 
-from rloo_demo import runs as runs_module
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import DiskFull
-from rloo_demo.runs import (
-    RolloutIndex,
-    RunFolder,
-    is_alive,
-    list_runs,
-    mark_interrupted,
-    process_identity,
-    prune_runs,
-    read_jsonl,
-    read_jsonl_counted,
-)
+from rloo_demo.store import folder as runs_module
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.store.jsonl import RolloutIndex, read_jsonl, read_jsonl_counted
+from rloo_demo.store.listing import list_runs, mark_interrupted, prune_runs
+from rloo_demo.store.process import is_alive, process_identity
 
 
 def make_run(tmp_path, name="r", **status):
@@ -49,7 +42,7 @@ def test_create_is_all_or_nothing_on_a_full_disk(tmp_path, monkeypatch):
     def full(self, path):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(RunConfig, "save", full)
+    monkeypatch.setattr(RunConfig, "to_text", full)  # config.yaml is the first file written
     with pytest.raises(DiskFull, match="disk is full"):
         RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="x"))
     assert list(tmp_path.iterdir()) == []  # no half-made folder, no hidden leftovers
@@ -70,7 +63,7 @@ def test_status_survives_a_crash_between_write_and_rename(tmp_path, monkeypatch)
 
 
 def test_model_appears_only_when_complete(tmp_path):
-    from rloo_demo.training import load_policy
+    from rloo_demo.models.policy import load_policy
 
     run = make_run(tmp_path)
     model, tok = load_policy("embedded:tiny-imdb-gpt2")
@@ -187,21 +180,20 @@ def test_rollout_index_handles_torn_corrupt_and_replaced_files(tmp_path):
 def test_process_identity_tells_a_restarted_pid_from_the_live_one(tmp_path):
     me = process_identity()
     assert me["pid"] == os.getpid() and is_alive(me)
-    if me["pid_start"] is None:
-        pytest.skip("no /proc here")
+    assert me["pid_created"] is not None and me["boot_time"] is not None
     # the same pid, started at another time: a container's PID 1 after a restart
-    assert not is_alive(me | {"pid_start": me["pid_start"] + 1})
-    assert not is_alive(me | {"boot_id": "another-boot"})
+    assert not is_alive(me | {"pid_created": me["pid_created"] + 1})
+    assert not is_alive(me | {"pid_created": me["pid_created"] - 0.05})
+    assert not is_alive(me | {"boot_time": me["boot_time"] - 3600})  # another boot
+    assert is_alive(me | {"pid_created": me["pid_created"] + 0.005})  # within the clock's resolution
     assert not is_alive({"pid": 2**22 + 12345})
     assert not is_alive({"pid": None}) and not is_alive({})
 
 
 def test_mark_interrupted_after_a_restart_with_the_same_pid(tmp_path):
     me = process_identity()
-    if me["pid_start"] is None:
-        pytest.skip("no /proc here")
     alive = make_run(tmp_path, "alive", status="running", **me)
-    reborn = make_run(tmp_path, "reborn", status="running", **(me | {"pid_start": me["pid_start"] - 1}))
+    reborn = make_run(tmp_path, "reborn", status="running", **(me | {"pid_created": me["pid_created"] - 1}))
     done = make_run(tmp_path, "done", status="finished")
     assert mark_interrupted(tmp_path) == ["reborn"]
     assert alive.status()["status"] == "running" and done.status()["status"] == "finished"

@@ -10,8 +10,8 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from rloo_demo.config import RunConfig
-from rloo_demo.runs import RunFolder
-from rloo_demo.training import RunState, build_trainer, train
+from rloo_demo.engine.training import RunState, build_trainer, train
+from rloo_demo.store.folder import RunFolder
 
 
 def n_params(module) -> int:

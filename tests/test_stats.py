@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from rloo_demo.evaluation import bootstrap_interval
-from rloo_demo.plots import smooth
+from rloo_demo.eval.evaluation import bootstrap_interval
+from rloo_demo.ui.plots import smooth
 
 
 def loop_bootstrap(diffs, n_resamples=2000, seed=0):

@@ -12,8 +12,8 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from rloo_demo import tokens
-from rloo_demo.plots import kl_heatmap
+from rloo_demo.engine import tokens
+from rloo_demo.ui.plots import kl_heatmap
 from rloo_demo.ui.views import (
     MEASURES,
     kl_heatmap_note,

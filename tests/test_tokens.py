@@ -14,17 +14,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from rloo_demo import snapshots
-from rloo_demo.capture import CapturingRLOOTrainer
 from rloo_demo.config import RunConfig
+from rloo_demo.engine import snapshots
+from rloo_demo.engine.capture import CapturingRLOOTrainer
+from rloo_demo.engine.tokens import TOKEN_KEYS, round_keeping_sum
+from rloo_demo.engine.training import RunState, build_trainer, train
 from rloo_demo.errors import RateLimited
-from rloo_demo.limits import LOCAL
-from rloo_demo.runner import Runner
-from rloo_demo.runs import RunFolder
-from rloo_demo.sampling import sample
-from rloo_demo.tokens import TOKEN_KEYS, round_keeping_sum
-from rloo_demo.training import RunState, build_trainer, load_policy, train
-from rloo_demo.ui.controller import Caller, Controller
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.sampling import sample
+from rloo_demo.server.gates import Caller
+from rloo_demo.server.limits import LOCAL
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.ui.controller import Controller
 
 TINY = {"prompts_per_step": 2, "num_generations": 4, "max_new_tokens": 8}
 VISITOR = Caller("visitor", "10.0.0.9")
@@ -62,8 +64,7 @@ def recorded_run(root, recorder=None, release=None, **settings):
     config = RunConfig(output_dir=str(root), **(TINY | settings))
     state = RunState(config)
     state.run = RunFolder.create(config)
-    trainer = build_trainer(config, state)
-    trainer.__class__ = recorder or LossInputRecorder
+    trainer = build_trainer(config, state, trainer_cls=recorder or LossInputRecorder)
     trainer.loss_batches, trainer.captured = [], []
     trainer.release, trainer.released, trainer.after_threads = release, [], []
     trainer.train()

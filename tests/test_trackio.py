@@ -20,7 +20,7 @@ def test_trackio_is_an_optional_extra_and_a_dev_requirement():
     assert project["optional-dependencies"]["trackio"] == ["trackio==0.43.0"]
     assert "trackio==0.43.0" in (ROOT / "requirements-dev.txt").read_text().splitlines()
     assert "trackio" not in (ROOT / "requirements.txt").read_text()  # the Space image does not need it
-    assert "pip install 'rloo-demo[trackio]'" in (ROOT / "README.md").read_text()
+    assert "pip install 'rloo-demo[trackio]'" in (ROOT / "docs" / "reference.md").read_text()  # the config reference
 
 
 def test_a_missing_tracker_says_how_to_install_it(monkeypatch):

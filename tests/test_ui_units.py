@@ -5,8 +5,10 @@
 
 import pytest
 
-from rloo_demo.config import ConfigError, RunConfig
-from rloo_demo.runs import RunFolder
+from rloo_demo.config import RunConfig
+from rloo_demo.engine.trl_args import peft_config
+from rloo_demo.errors import ConfigError
+from rloo_demo.store.folder import RunFolder
 from rloo_demo.ui.forms import FORM_FIELDS, config_from_form, defaults
 from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
 
@@ -61,7 +63,7 @@ def test_form_collects_rewards_weights_and_custom_classifier():
     assert config.rewards == ["vader_compound", "length_penalty", "classifier:./assets/tiny-imdb-sentiment"]
     assert config.reward_weights == [1.0, 0.25, 2.0]
     assert not config.use_lora
-    assert config_from_form(defaults() | {"use_lora": True, "lora_r": 4}).peft_config().r == 4
+    assert peft_config(config_from_form(defaults() | {"use_lora": True, "lora_r": 4})).r == 4
 
 
 def test_form_errors_name_every_bad_field():
@@ -127,7 +129,7 @@ def test_run_rows(tmp_path):
 
 
 def test_interrupted_runs_are_marked_failed_on_restart(tmp_path):
-    from rloo_demo.runner import Runner
+    from rloo_demo.server.runner import Runner
 
     run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="dead"))
     run.set_status("running", pid=2**22 + 12345)  # no such process
@@ -141,8 +143,8 @@ def test_pages_watching_the_same_step_share_one_build_of_the_plots(monkeypatch):
     built once per new step, and again for another smoothing or language."""
     from types import SimpleNamespace
 
+    from rloo_demo.server.readers import RunView
     from rloo_demo.ui import train_tab
-    from rloo_demo.ui.controller import RunView
 
     builds = []
     real = train_tab.figures
@@ -198,7 +200,7 @@ def test_the_smoothing_slider_event_goes_through_the_shared_builds(tmp_path, mon
     same shared, snapped builds as the tick, not build the plots on every call."""
     import math
 
-    from rloo_demo.runner import Runner
+    from rloo_demo.server.runner import Runner
     from rloo_demo.ui import train_tab
     from rloo_demo.ui.app import build_app
     from rloo_demo.ui.controller import Controller

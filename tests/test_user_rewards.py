@@ -15,13 +15,13 @@ from conftest import ROOT
 from rloo_demo.cli import build_parser, config_from_args
 from rloo_demo.cli import main as cli_main
 from rloo_demo.config import RunConfig
+from rloo_demo.engine.training import train
 from rloo_demo.errors import InputError
-from rloo_demo.limits import LOCAL, PUBLIC
-from rloo_demo.rewards import build_reward, metric_name
-from rloo_demo.runs import RunFolder
-from rloo_demo.training import train
+from rloo_demo.server.limits import LOCAL, PUBLIC
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.task.rewards import build_reward, metric_name
+from rloo_demo.task.user_rewards import RewardFunctionError, check_scores, load_reward
 from rloo_demo.ui.forms import FORM_FIELDS, defaults, form_settings
-from rloo_demo.user_rewards import RewardFunctionError, check_scores, load_reward
 
 EXAMPLES = ROOT / "examples" / "rewards.py"
 sys.path.insert(0, str(EXAMPLES.parent))

@@ -20,13 +20,13 @@ import pytest
 import torch
 
 from rloo_demo.advantages import ESTIMATORS, leave_one_out_advantages
-from rloo_demo.variance import (
+from rloo_demo.engine.meter import score_gradient
+from rloo_demo.engine.variance import (
     GradientAccumulator,
     ReplicatePlan,
     markdown_table,
     meter_statistics,
     metrics_record,
-    score_gradient,
     summary_rows,
 )
 

@@ -1,5 +1,6 @@
 """Assemble the Gradio app: four tabs (each builds and wires its own events), one timer, page-load re-attachment
-and the named API. Every event goes through ``Controller``; see ``rloo_demo.limits`` for what a public server allows.
+and the named API. Every event goes through ``Controller``; see ``rloo_demo.server.limits`` for what a public
+server allows.
 
 Live updates: a ``gr.Timer`` ticks every ``TICK_SECONDS``. Each tick reads the watched run's step count (a cheap
 in-memory length for a live run, cached file stamps for one on disk) and redraws only the visible tab, and only
@@ -21,9 +22,9 @@ import uuid
 import gradio as gr
 
 from rloo_demo import i18n
-from rloo_demo.limits import Limits
-from rloo_demo.malloc import bound_arenas
-from rloo_demo.runner import Runner
+from rloo_demo.server.limits import Limits
+from rloo_demo.server.malloc import bound_arenas
+from rloo_demo.server.runner import Runner
 from rloo_demo.ui import compare_tab, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
 from rloo_demo.ui.common import L, Page, caller_of, guarded
@@ -229,11 +230,8 @@ def install_sigterm(runner: Runner) -> None:
         for active in runs:
             active.job.join(max(0.0, deadline - time.monotonic()))
         for active in runs:
-            if not active.job.done and active.job.run is not None:
-                try:  # still inside a step: say so; the process exits now
-                    active.job.run.set_status("stopped", reason=reason + ", before the step ended; no model saved")
-                except OSError:
-                    pass
+            if not active.job.done:  # still inside a step: say so; the process exits now
+                active.mark_stopped(reason + ", before the step ended; no model saved")
         runner.close()
         raise KeyboardInterrupt  # gradio's launch() closes its server on it and returns
 

@@ -14,8 +14,9 @@ from gradio.i18n import I18nData
 
 from rloo_demo import i18n
 from rloo_demo.errors import UserError
-from rloo_demo.limits import trusts_forwarded_for
-from rloo_demo.ui.controller import Caller, Controller
+from rloo_demo.server.gates import Caller
+from rloo_demo.server.limits import trusts_forwarded_for
+from rloo_demo.ui.controller import Controller
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from rloo_demo import plots
 from rloo_demo.i18n import localize_figure, t
+from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
 from rloo_demo.ui.views import compare_summary, compare_table, text
 
@@ -125,7 +125,7 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
 
     @guarded(controller, lambda msg, locale: {ui.eval_report: error_markdown(msg, locale), ui.eval_plot: None})
     def evaluate(cid, name, n, seed, locale="en", request: gr.Request = None, progress=gr.Progress()):  # noqa: B008
-        from rloo_demo.evaluation import format_report
+        from rloo_demo.eval.evaluation import format_report
 
         result = controller.evaluate(
             name,
@@ -134,7 +134,7 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
             caller_of(request, cid),
             progress=lambda done, total: progress(done / total, desc=t(locale, "compare.progress")),
         )
-        # the report itself (rloo_demo.evaluation.format_report) is the CLI's, in English
+        # the report itself (rloo_demo.eval.evaluation.format_report) is the CLI's, in English
         note = "" if result["saved"] else "\n\n" + t(locale, "compare.not_saved")
         return {
             ui.eval_report: f"<pre>{text(format_report(result))}</pre>{note}",

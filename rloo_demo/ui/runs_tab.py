@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from rloo_demo import plots
 from rloo_demo.i18n import localize_figure, t
+from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, error_markdown, guarded
 from rloo_demo.ui.views import RUN_COLUMNS, run_headers, run_rows
 

@@ -11,10 +11,12 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from rloo_demo import i18n, plots
-from rloo_demo.hub import EMBEDDED_POLICY
+from rloo_demo import i18n
+from rloo_demo.models.hub import EMBEDDED_POLICY
+from rloo_demo.server.cache import LRU
+from rloo_demo.server.readers import RunView
+from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
-from rloo_demo.ui.controller import LRU, RunView
 from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, INSTRUCT_MODELS, PROMPT_TEMPLATES, defaults
 from rloo_demo.ui.views import live_collapse_warning, status_line, text
 

@@ -1,0 +1,72 @@
+"""A RunConfig as TRL sees it: its ``RLOOConfig`` and, with LoRA on, PEFT's ``LoraConfig``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from peft import LoraConfig
+from trl import RLOOConfig
+
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import ConfigError
+
+
+def peft_config(config: RunConfig):
+    """A PEFT ``LoraConfig`` when ``use_lora`` is on, else None."""
+    if not config.use_lora:
+        return None
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,  # as with dropout in the policy: no noise in the importance ratio
+        target_modules=config.lora_target_modules or "all-linear",
+    )
+
+
+def rloo_config(config: RunConfig, trainer_dir: str | Path, num_processes: int = 1, **overrides):
+    """TRL's ``RLOOConfig`` for this run (one generation per optimisation step, logging every step)."""
+    batch = config.completions_per_step
+    if batch % num_processes:
+        raise ConfigError(
+            {
+                "prompts_per_step": f"{batch} completions per step do not split over {num_processes} processes; "
+                f"make prompts_per_step x K a multiple of {num_processes}"
+            }
+        )
+    kwargs = dict(
+        output_dir=str(trainer_dir),
+        per_device_train_batch_size=batch // num_processes,
+        gradient_accumulation_steps=1,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant",
+        beta=config.beta,
+        normalize_advantages=config.normalize_advantages,
+        max_steps=config.max_steps,
+        seed=config.seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[r.strip() for r in config.report_to.split(",") if r.strip()] or "none",
+        disable_dropout=True,  # dropout noise in the sequence-level importance ratio wrecks training
+        # TRL turns (gradient) checkpointing on by default; on a model this small it saves no memory that matters
+        # and its recomputed forward costs ~10% of a step (scripts/bench_engine.py --ablation).
+        activation_checkpointing=False,
+        # bf16 is autocast over fp32 master weights: matmuls run in bf16, log_softmax (and so every logprob
+        # in the importance ratio and the KL) stays fp32, which avoids the known bf16 logprob pitfall.
+        bf16=config.bf16,
+        fp16=False,
+        # vLLM in the training process, sharing the GPU with the policy (no separate `trl vllm-serve`)
+        **({"use_vllm": True, "vllm_mode": "colocate"} if config.use_vllm else {}),
+        project="rloo-demo",  # the project trackers (trackio, wandb) file the run under
+        use_cpu=not torch.cuda.is_available(),
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    kwargs.update(overrides)
+    return RLOOConfig(**kwargs)

@@ -1,0 +1,345 @@
+"""What a caller may ask of this server: public mode, the cap on every size, and the checks that apply them.
+
+A public Hugging Face Space is open to anyone, through its page and through every named endpoint, with any values.
+So every limit lives here, once, and is applied on the server by the controller that every UI event and endpoint
+goes through; a slider's range is only a convenience. Pure: no gradio, no torch, no files.
+
+Public mode is on when ``SPACE_ID`` is set (Spaces set it) or ``RLOO_PUBLIC=1`` (the Dockerfile sets it). It then:
+- accepts only the embedded policy, rewards and data, plus hub ids an operator lists in ``RLOO_ALLOWED_MODELS`` /
+  ``RLOO_ALLOWED_DATASETS``; no file path in any field, so no reward module (``module:<file.py>:<function>`` runs
+  code); the built-in ``keyword:<word>`` and ``length_target:<n>`` rewards are allowed (both checked strictly);
+- caps every size (``PUBLIC`` below; each cap has an environment variable);
+- gives each run a compute budget, stops runs whose page is gone, rate-limits sampling and Start per client, and
+  keeps the runs folder bounded.
+A local server (``python app.py`` on your machine) keeps the same checks with the roomier ``LOCAL`` caps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+from rloo_demo.config import MAX_SEED, RunConfig, _short_repr
+from rloo_demo.errors import ConfigError, InputError
+from rloo_demo.models.hub import EMBEDDED_CLASSIFIER, EMBEDDED_POLICY
+from rloo_demo.task.data import EMBEDDED_SOURCE as EMBEDDED_DATA
+from rloo_demo.task.rewards import KEYWORD_PREFIX, LENGTH_TARGET_PREFIX, MODULE_PREFIX
+
+PUBLIC_REWARDS = ("vader_compound", "sentiment_classifier", "length_penalty")
+# Built-in rewards with a parameter that a public server offers too: config.problems has checked the parameter
+PUBLIC_REWARD_PREFIXES = (KEYWORD_PREFIX, LENGTH_TARGET_PREFIX)
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps and policies of one server. ``None`` means "no limit" (local servers only)."""
+
+    public: bool = False
+    # --- a run
+    max_steps: int = 100_000  # env RLOO_MAX_STEPS
+    max_k: int = 64  # RLOO_MAX_K
+    max_prompts_per_step: int = 256  # RLOO_MAX_PROMPTS_PER_STEP
+    max_completions_per_step: int = 4096  # RLOO_MAX_COMPLETIONS_PER_STEP (prompts x K, or generation_batch_size)
+    max_new_tokens: int = 1024  # RLOO_MAX_NEW_TOKENS
+    max_prompt_words: int = 512  # RLOO_MAX_PROMPT_WORDS
+    max_lora_r: int = 512  # RLOO_MAX_LORA_R
+    max_lora_alpha: int = 1024  # RLOO_MAX_LORA_ALPHA
+    min_snapshot_every: int = 1  # RLOO_MIN_SNAPSHOT_EVERY: steps between policy snapshots (each one a model save)
+    max_run_seconds: float | None = None  # RLOO_MAX_RUN_SECONDS: compute budget; the run stops itself at a step
+    abandon_seconds: float | None = None  # RLOO_ABANDON_SECONDS: stop a run whose starting page is gone this long
+    min_variance_every: int = 1  # RLOO_MIN_VARIANCE_EVERY: fewest steps between two gradient-variance measurements
+    # --- sampling (Compare, Evaluate)
+    max_compare_samples: int = 32  # RLOO_MAX_COMPARE_SAMPLES
+    max_compare_tokens: int = 256  # RLOO_MAX_COMPARE_TOKENS
+    max_prompt_chars: int = 4000  # RLOO_MAX_PROMPT_CHARS
+    max_eval_prompts: int = 512  # RLOO_MAX_EVAL_PROMPTS
+    sampling_per_minute: int | None = None  # RLOO_SAMPLING_PER_MINUTE: Compare/Evaluate calls per client
+    starts_per_minute: int | None = None  # RLOO_STARTS_PER_MINUTE: Start attempts per client
+    sampling_share: float | None = None  # RLOO_SAMPLING_SHARE: most of the wall time sampling may use while training
+    # --- storage and memory
+    keep_runs: int | None = None  # RLOO_KEEP_RUNS: newest runs kept; older finished ones are pruned
+    max_runs_mb: float | None = None  # RLOO_MAX_RUNS_MB: size of the runs folder beyond which old runs are pruned
+    min_free_mb: float = 200  # RLOO_MIN_FREE_MB: a Start is refused when the disk has less free space
+    model_cache: int = 6  # RLOO_MODEL_CACHE: models kept loaded for Compare/Evaluate (least recently used go)
+    # --- who may use what
+    allowed_models: tuple[str, ...] = ()  # RLOO_ALLOWED_MODELS: hub ids a public server accepts (comma-separated)
+    allowed_datasets: tuple[str, ...] = ()  # RLOO_ALLOWED_DATASETS
+    admin_token: str | None = field(default=None, repr=False)  # RLOO_ADMIN_TOKEN: may stop any run
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
+        """The limits of this server, from the environment; a malformed variable is a clear startup error."""
+        env = os.environ if env is None else env
+        public = bool(env.get("SPACE_ID")) or _truthy(env.get("RLOO_PUBLIC", ""))
+        base = PUBLIC if public else LOCAL
+        changes = {}
+        for f in fields(cls):
+            var = ENV_NAMES.get(f.name)
+            if var is None or var not in env:
+                continue
+            raw = env[var].strip()
+            if f.name in ("allowed_models", "allowed_datasets"):
+                changes[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
+            elif f.name == "admin_token":
+                changes[f.name] = raw or None
+            else:
+                changes[f.name] = _env_number(var, raw, f.type)
+        return replace(base, **changes)
+
+    # ------------------------------------------------------------------ runs
+
+    def config_problems(self, config: RunConfig) -> dict[str, str]:
+        """What this server refuses in a (well-typed) config: sizes over the caps, and in public mode anything but
+        the embedded or operator-allowed models, rewards and data. Fields with type problems are skipped."""
+        p: dict[str, str] = {}
+        skip = config.type_problems()
+
+        def cap(name: str, value, limit, what: str) -> None:
+            if name not in skip and limit is not None and value is not None and value > limit:
+                p[name] = f"this server allows at most {limit} {what}"
+
+        cap("max_steps", config.max_steps, self.max_steps, "steps")
+        cap("num_generations", config.num_generations, self.max_k, "completions per prompt (K)")
+        cap("prompts_per_step", config.prompts_per_step, self.max_prompts_per_step, "prompts per step")
+        if not ({"generation_batch_size", "prompts_per_step", "num_generations"} & set(skip)):
+            cap(
+                "generation_batch_size",
+                config.completions_per_step,
+                self.max_completions_per_step,
+                "completions a step",
+            )
+        cap("max_new_tokens", config.max_new_tokens, self.max_new_tokens, "new tokens per completion")
+        cap("prompt_words", config.prompt_words, self.max_prompt_words, "prompt words")
+        cap("lora_r", config.lora_r, self.max_lora_r, "as LoRA rank")
+        cap("lora_alpha", config.lora_alpha, self.max_lora_alpha, "as LoRA alpha")
+        if "variance_every" not in skip and 0 < config.variance_every < self.min_variance_every:
+            p["variance_every"] = (
+                f"this server measures the gradient variance at most every {self.min_variance_every} steps "
+                "(each measurement costs several training steps); use 0 (off) or at least that"
+            )
+        every = config.snapshot_every
+        if "snapshot_every" not in skip and 0 < every < self.min_snapshot_every:
+            p["snapshot_every"] = (
+                f"this server saves a policy snapshot at most every {self.min_snapshot_every} steps; "
+                f"use 0 (none) or at least {self.min_snapshot_every}"
+            )
+        if not self.public:
+            return p
+        if "policy" not in skip and config.policy.strip() not in (EMBEDDED_POLICY, *self.allowed_models):
+            p["policy"] = f"this server trains {self._allowed(EMBEDDED_POLICY, self.allowed_models)} only"
+        if "data_source" not in skip and config.data_source.strip() not in (EMBEDDED_DATA, *self.allowed_datasets):
+            p["data_source"] = f"this server takes prompts from {self._allowed(EMBEDDED_DATA, self.allowed_datasets)}"
+        if "rewards" not in skip:
+            classifiers = (EMBEDDED_CLASSIFIER, *self.allowed_models)
+            for name in config.rewards:
+                if name.startswith(MODULE_PREFIX):
+                    p["rewards"] = (
+                        "your own reward functions (module:<file.py>:<function>) run code, so only a local server "
+                        "loads them; here use " + ", ".join((*PUBLIC_REWARDS, "keyword:<word>", "length_target:<n>"))
+                    )
+                    break
+                allowed = (
+                    name in PUBLIC_REWARDS
+                    or name.startswith(PUBLIC_REWARD_PREFIXES)
+                    or (name.startswith("classifier:") and name.removeprefix("classifier:") in classifiers)
+                )
+                if not allowed:
+                    choices = ", ".join((*PUBLIC_REWARDS, "keyword:<word>", "length_target:<n>"))
+                    p["rewards"] = f"{_short_repr(name)} is not available here; use {choices}" + (
+                        f" or classifier:<{' | '.join(self.allowed_models)}>" if self.allowed_models else ""
+                    )
+                    break
+        if "report_to" not in skip and config.report_to.strip() not in ("", "none"):
+            p["report_to"] = "trackers write files or reach the network; this server allows none"
+        if "use_vllm" not in skip and config.use_vllm:
+            p["use_vllm"] = "this server generates with transformers; vLLM is for a server of your own"
+        if "system_prompt" not in skip and config.system_prompt and len(config.system_prompt) > self.max_prompt_chars:
+            p["system_prompt"] = f"this server takes a system prompt of at most {self.max_prompt_chars} characters"
+        if "text_column" not in skip and config.text_column != "text" and config.data_source == EMBEDDED_DATA:
+            p["text_column"] = "the embedded data has one text column, 'text'"
+        return p
+
+    def check_config(self, config: RunConfig) -> None:
+        problems = self.config_problems(config)
+        if problems:
+            raise ConfigError(problems)
+
+    @staticmethod
+    def _allowed(embedded: str, extra: tuple[str, ...]) -> str:
+        return " or ".join(repr(x) for x in (embedded, *extra))
+
+    # ------------------------------------------------------------------ sampling requests
+
+    def sampling_request(self, num_samples, max_new_tokens, temperature, top_p, seed, prompt) -> dict:
+        """Compare's arguments, checked and converted: raises ``InputError`` naming the first bad one."""
+        prompt = as_text("prompt", prompt, self.max_prompt_chars)
+        if not prompt.strip():
+            raise InputError("type a prompt, or pick one from the held-out set")
+        return {
+            "prompt": prompt,
+            "num_samples": as_int("number of samples", num_samples, 1, self.max_compare_samples),
+            "max_new_tokens": as_int("max new tokens", max_new_tokens, 1, self.max_compare_tokens),
+            "temperature": as_float("temperature", temperature, 0.01, 10.0),
+            "top_p": as_float("top-p", top_p, 0.01, 1.0),
+            "seed": as_int("seed", seed, 0, MAX_SEED),
+        }
+
+    def probe_request(self, prompt, num_samples, seed) -> dict:
+        """The probe's arguments (a prompt's history across snapshots), checked like Compare's."""
+        prompt = as_text("prompt", prompt, self.max_prompt_chars)
+        if not prompt.strip():
+            raise InputError("pick a held-out prompt, or type one")
+        return {
+            "prompt": prompt,
+            "num_samples": as_int("completions per step", num_samples, 1, self.max_compare_samples),
+            "seed": as_int("seed", seed, 0, MAX_SEED),
+        }
+
+    def eval_request(self, num_prompts, seed) -> dict:
+        return {
+            "num_prompts": as_int("number of held-out prompts", num_prompts, 1, self.max_eval_prompts),
+            "seed": as_int("seed", seed, 0, MAX_SEED),
+        }
+
+    def table(self) -> list[tuple[str, str, str]]:
+        """(setting, environment variable, value) rows for the README and the operator."""
+        return [(f.name, ENV_NAMES.get(f.name, ""), str(getattr(self, f.name))) for f in fields(self) if f.repr]
+
+
+# A local server: the same checks, roomy caps, no budget or rate limits.
+LOCAL = Limits()
+
+# A public Space on 2 shared CPU cores. The default run (150 steps, K=4 x 4 prompts, 24 tokens) takes about 40 s.
+PUBLIC = Limits(
+    public=True,
+    max_steps=500,
+    max_k=8,
+    max_prompts_per_step=8,
+    max_completions_per_step=64,
+    max_new_tokens=64,
+    max_prompt_words=64,
+    max_lora_r=64,
+    max_lora_alpha=128,
+    min_snapshot_every=10,
+    max_run_seconds=300,
+    abandon_seconds=120,
+    min_variance_every=55,
+    max_compare_samples=8,
+    max_compare_tokens=64,
+    max_prompt_chars=500,
+    max_eval_prompts=64,
+    sampling_per_minute=12,
+    starts_per_minute=4,
+    sampling_share=0.25,
+    keep_runs=30,
+    max_runs_mb=1000,
+    model_cache=3,
+)
+
+ENV_NAMES = {
+    "max_steps": "RLOO_MAX_STEPS",
+    "max_k": "RLOO_MAX_K",
+    "max_prompts_per_step": "RLOO_MAX_PROMPTS_PER_STEP",
+    "max_completions_per_step": "RLOO_MAX_COMPLETIONS_PER_STEP",
+    "max_new_tokens": "RLOO_MAX_NEW_TOKENS",
+    "max_prompt_words": "RLOO_MAX_PROMPT_WORDS",
+    "max_lora_r": "RLOO_MAX_LORA_R",
+    "max_lora_alpha": "RLOO_MAX_LORA_ALPHA",
+    "min_snapshot_every": "RLOO_MIN_SNAPSHOT_EVERY",
+    "max_run_seconds": "RLOO_MAX_RUN_SECONDS",
+    "abandon_seconds": "RLOO_ABANDON_SECONDS",
+    "min_variance_every": "RLOO_MIN_VARIANCE_EVERY",
+    "max_compare_samples": "RLOO_MAX_COMPARE_SAMPLES",
+    "max_compare_tokens": "RLOO_MAX_COMPARE_TOKENS",
+    "max_prompt_chars": "RLOO_MAX_PROMPT_CHARS",
+    "max_eval_prompts": "RLOO_MAX_EVAL_PROMPTS",
+    "sampling_per_minute": "RLOO_SAMPLING_PER_MINUTE",
+    "starts_per_minute": "RLOO_STARTS_PER_MINUTE",
+    "sampling_share": "RLOO_SAMPLING_SHARE",
+    "keep_runs": "RLOO_KEEP_RUNS",
+    "max_runs_mb": "RLOO_MAX_RUNS_MB",
+    "min_free_mb": "RLOO_MIN_FREE_MB",
+    "model_cache": "RLOO_MODEL_CACHE",
+    "allowed_models": "RLOO_ALLOWED_MODELS",
+    "allowed_datasets": "RLOO_ALLOWED_DATASETS",
+    "admin_token": "RLOO_ADMIN_TOKEN",
+}
+
+
+# ----------------------------------------------------------------------------- request values
+
+
+def as_int(name: str, value, lo: int, hi: int) -> int:
+    """A whole number in [lo, hi]; a bool, a fraction, NaN or text is refused. Integral floats pass (gradio's
+    number boxes send 4.0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"{name} must be a whole number, not {_short_repr(value)}")
+    if isinstance(value, float) and not value.is_integer():
+        raise InputError(f"{name} must be a whole number, not {value!r}")
+    number = int(value)
+    if not lo <= number <= hi:
+        raise InputError(f"{name} must be between {lo} and {hi}, not {number}")
+    return number
+
+
+def as_float(name: str, value, lo: float, hi: float) -> float:
+    """A finite number in [lo, hi]; a bool, NaN, infinity or text is refused."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != value
+        or value
+        in (
+            float("inf"),
+            float("-inf"),
+        )
+    ):
+        raise InputError(f"{name} must be a finite number, not {_short_repr(value)}")
+    if not lo <= value <= hi:
+        raise InputError(f"{name} must be between {lo:g} and {hi:g}, not {value!r}")
+    return float(value)
+
+
+def as_text(name: str, value, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be a text, not {_short_repr(value)}")
+    if len(value) > max_chars:
+        raise InputError(f"{name} is {len(value)} characters long; this server takes at most {max_chars}")
+    return value
+
+
+def looks_like_hub_id(name: str) -> bool:
+    return _HUB_ID.fullmatch(name) is not None
+
+
+def trusts_forwarded_for(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the ``X-Forwarded-For`` header tells visitors apart (for the per-visitor rates): only behind a proxy
+    that appends the client's address, as a Space's does (``SPACE_ID`` set), or where the operator says so with
+    ``RLOO_TRUST_FORWARDED=1`` (``0`` turns it off on a Space). Without such a proxy a client writes the header
+    itself and could be someone new on every call, so the socket's peer address is used."""
+    env = os.environ if env is None else env
+    raw = env.get("RLOO_TRUST_FORWARDED", "").strip()
+    return _truthy(raw) if raw else bool(env.get("SPACE_ID"))
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _env_number(var: str, raw: str, annotation: str):
+    """An environment variable as the field's number type; empty, 0, 'none' or 'off' means no limit where allowed."""
+    optional = "None" in str(annotation)
+    if optional and raw.lower() in ("", "none", "off", "0"):
+        return None
+    try:
+        number = float(raw)
+    except ValueError:
+        raise SystemExit(f"error: {var}={raw!r} is not a number") from None
+    if number != number or number < 0:
+        raise SystemExit(f"error: {var}={raw!r} must be a number >= 0")
+    return int(number) if "int" in str(annotation) and number.is_integer() else number

@@ -1,0 +1,283 @@
+"""Runs as a page or an API caller reads them, wherever they live, through caches keyed by file stamps.
+
+A run in training is read from memory (``ActiveRun``: its metrics channel and latest rollouts); a run on disk from
+its folder, through caches keyed by file stamps, so an idle page costs a few ``stat`` calls per tick whatever the
+run's size. Arena summaries in the runs folder are read here too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rloo_demo.arena import ARENA_FILE, markdown_table
+from rloo_demo.config import RunConfig, is_valid_run_name
+from rloo_demo.errors import NotFound, UserError
+from rloo_demo.server.cache import LRU
+from rloo_demo.server.cache import stamp as file_stamp
+from rloo_demo.server.gates import Caller
+from rloo_demo.server.limits import as_int
+from rloo_demo.server.redaction import Redactor, inert
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.jsonl import RolloutIndex, read_jsonl_counted
+
+MAX_OVERLAY_RUNS = 12
+MAX_LISTED_RUNS = 500
+CACHE_ENTRIES = 64
+# Before a server has timed a run of a policy, the estimate scales from the embedded default's step on 2 cores
+# (16 completions of 24 tokens; docs/benchmarks.md has the measurement and its command).
+DEFAULT_STEP_SECONDS = 0.65
+DEFAULT_STEP_WORK = 16 * 24
+
+
+@dataclass
+class RunView:
+    """A run as the page sees it, wherever it lives."""
+
+    name: str
+    status: str
+    error: str | None
+    records: list[dict]
+    max_steps: int
+    elapsed: float | None
+    config: RunConfig | None
+    live: bool
+    reason: str | None = None  # why a stopped run stopped
+    skipped_lines: int = 0  # corrupt metrics lines that were skipped
+
+    @property
+    def last_step(self) -> int:
+        return self.records[-1].get("step", len(self.records)) if self.records else 0
+
+
+class RunReader:
+    """Cached, read-only views of the runs on this server: the one place the page's and the API's reads of run
+    folders go through."""
+
+    def __init__(self, runner: Runner, redactor: Redactor):
+        self.runner = runner
+        self.redact = redactor.redact
+        self._views = LRU(CACHE_ENTRIES)  # run name -> (file stamps, RunView) for runs read from disk
+        self._indexes = LRU(CACHE_ENTRIES)  # rollouts.jsonl path -> RolloutIndex
+        self._cache_lock = threading.Lock()
+
+    def step_seconds(self, config: RunConfig) -> float:
+        """Seconds per step for a config, scaled from the latest finished run of the same policy on this server
+        (or from the embedded default measured on 2 cores when there is none)."""
+        work = config.completions_per_step * config.max_new_tokens
+        for run in self.runner.runs()[:20]:
+            summary_config = self._config_or_none(run)
+            if summary_config is None or summary_config.policy != config.policy:
+                continue
+            records = run.metrics()
+            times = [r["step_time"] for r in records[1:] if isinstance(r.get("step_time"), int | float)]
+            if len(times) >= 5:
+                past = summary_config.completions_per_step * summary_config.max_new_tokens
+                return sum(times) / len(times) * work / past
+        return DEFAULT_STEP_SECONDS * work / DEFAULT_STEP_WORK
+
+    @staticmethod
+    def _config_or_none(run) -> RunConfig | None:
+        try:
+            return run.config()
+        except (UserError, OSError):
+            return None
+
+    def default_run(self) -> str | None:
+        """The run a fresh page attaches to: the newest one training, else the newest on disk."""
+        active = self.runner.latest_active()
+        if active is not None:
+            return active.name
+        runs = self.runner.runs()
+        return runs[0].name if runs else None
+
+    def follow(self, name, caller: Caller) -> str | None:
+        """The run a page should show on its next tick: its own, unless it watches nothing (or a finished run)
+        while another trains. Also the page's heartbeat: its starter's run is not abandoned while it ticks."""
+        self.runner.heartbeat(owner=caller.client_id or None)
+        name = name if isinstance(name, str) and name else None
+        active = self.runner.latest_active()
+        if active is not None and active.name != name:
+            view = self.view(name)
+            if view is None or not view.live:
+                return active.name
+        return name
+
+    def view(self, name) -> RunView | None:
+        """A run's status and metrics; None for no such run. An unreadable run is a view that says so."""
+        if not isinstance(name, str) or not name:
+            return None
+        active = self.runner.get_active(name)
+        if active is not None:
+            now = active.status()
+            error, config = self.redact(now["error"]), active.config
+            return RunView(
+                name,
+                now["status"],
+                error,
+                active.records(),
+                config.max_steps,
+                now["elapsed"],
+                config,
+                True,
+                now["reason"],
+            )
+        try:
+            run = self.runner.run(name)
+        except NotFound:
+            return None
+        stamp = tuple(file_stamp(run.path / f) for f in ("status.json", "metrics.jsonl", "config.yaml"))
+        with self._cache_lock:
+            cached = self._views.get_fresh(name)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        view = self._read_view(run)
+        with self._cache_lock:
+            self._views.put(name, (stamp, view))
+        return view
+
+    def _read_view(self, run) -> RunView:
+        status = run.status()
+        reason = run.unreadable()
+        if reason:
+            return RunView(run.name, f"unreadable: {reason}", None, [], 0, None, None, False)
+        config = run.config()
+        records, skipped, _ = read_jsonl_counted(run.path / "metrics.jsonl")
+        records = [r for r in records if isinstance(r.get("step"), int)]
+        elapsed = None
+        started = status.get("started")
+        if isinstance(started, int | float):
+            end = status.get("finished") or status.get("updated") or time.time()
+            elapsed = end - started if isinstance(end, int | float) else None
+        return RunView(
+            run.name,
+            status.get("status", "?"),
+            self.redact(status.get("error")),
+            records,
+            config.max_steps,
+            elapsed,
+            config,
+            False,
+            status.get("reason"),
+            skipped,
+        )
+
+    def poll_metrics(self, name, since_step, caller: Caller) -> dict:
+        """The API's poll: status and the records after ``since_step`` (a heartbeat for the caller's runs)."""
+        self.runner.heartbeat(host=caller.host)
+        since = as_int("since_step", since_step, -1, 10**9)
+        view = self.view(name)
+        if view is None:
+            raise NotFound(f"no run named {name!r}" if is_valid_run_name(name) else "no such run")
+        return {
+            "run": view.name,
+            "status": view.status,
+            "error": view.error,
+            "reason": view.reason,
+            "max_steps": view.max_steps,
+            "records": [r for r in view.records if r.get("step", 0) > since],
+        }
+
+    def _index(self, run) -> RolloutIndex:
+        path = run.path / "rollouts.jsonl"
+        with self._cache_lock:
+            index = self._indexes.get_fresh(str(path))
+            if index is None:
+                index = RolloutIndex(path)
+                self._indexes.put(str(path), index)
+        return index
+
+    def rollout_steps(self, name) -> list[int]:
+        if not isinstance(name, str) or not name:
+            return []
+        active = self.runner.get_active(name)
+        if active is not None:
+            return active.rollout_steps()
+        try:
+            run = self.runner.run(name)
+        except NotFound:
+            return []
+        if run.unreadable():
+            return []
+        return self._index(run).steps()
+
+    def rollouts(self, name, step) -> list[dict]:
+        """The prompt groups of one step (the latest if ``step`` is None or <= 0)."""
+        if not isinstance(name, str) or not name:
+            return []
+        if step is not None:
+            step = as_int("step", step, -(10**9), 10**9)
+            step = step if step > 0 else None
+        active = self.runner.get_active(name)
+        if active is not None:
+            groups = active.rollouts(step)
+            if groups is not None:
+                return groups
+            return self._index(active.run).read(step) if active.run is not None else []
+        try:
+            run = self.runner.run(name)
+        except NotFound:
+            return []
+        if run.unreadable():
+            return []
+        index = self._index(run)
+        steps = index.steps()
+        if not steps:
+            return []
+        return index.read(step if step is not None else steps[-1])
+
+    def get_rollouts(self, name, step) -> dict:
+        step = as_int("step", step, -(10**9), 10**9)
+        return {"run": name, "steps": self.rollout_steps(name), "groups": self.rollouts(name, step)}
+
+    def list_runs(self) -> list[dict]:
+        """Every run on disk with status and key figures, newest first (never the starters' identities)."""
+        out = []
+        for run in self.runner.runs()[:MAX_LISTED_RUNS]:
+            summary = run.summary()
+            summary["error"] = self.redact(summary.get("error"))
+            out.append(summary)
+        return out
+
+    def overlay_records(self, names) -> dict[str, list[dict]]:
+        if not isinstance(names, list):
+            return {}
+        data = {}
+        for name in names[:MAX_OVERLAY_RUNS]:
+            view = self.view(name)
+            if view is not None:
+                data[view.name] = view.records
+        return data
+
+    def arenas(self) -> list[str]:
+        """Arena summaries (``python -m rloo_demo arena``) in the runs folder, newest first."""
+        try:
+            files = [p.name for p in Path(self.runner.runs_dir).iterdir() if ARENA_FILE.fullmatch(p.name)]
+        except OSError:
+            return []
+        return [name.removesuffix(".json") for name in sorted(files, reverse=True)][:MAX_LISTED_RUNS]
+
+    def arena(self, name) -> dict:
+        """One arena's summary: its table (Markdown, inert) and the names of its runs that are still on disk."""
+        if not isinstance(name, str) or not ARENA_FILE.fullmatch(f"{name}.json"):
+            raise NotFound("no such arena (its name is arena-<date>-<time>)")
+        path = Path(self.runner.runs_dir) / f"{name}.json"
+        try:
+            if path.stat().st_size > 2_000_000:
+                raise NotFound(f"arena {name!r} is too large to show")
+            data = json.loads(path.read_text(encoding="utf-8"))
+            table = markdown_table(data["rows"], str(data.get("settings", "")))
+            runs = [r["run"] for r in data.get("runs", []) if isinstance(r, dict) and is_valid_run_name(r.get("run"))]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise NotFound(f"arena {name!r} cannot be read ({type(exc).__name__})") from None
+        on_disk = {r.name for r in self.runner.runs()}
+        return {"name": name, "markdown": inert(table), "runs": [r for r in runs if r in on_disk]}
+
+    def comparable_runs(self) -> list[str]:
+        """Runs with a model to compare: every finished run on disk, plus any run training now."""
+        names = [a.name for a in self.runner.active()]
+        names += [r.name for r in self.runner.runs() if r.model_dir is not None and r.name not in names]
+        return names

@@ -1,0 +1,47 @@
+"""What a caller is told when something fails: a ``UserError`` says what to change; anything else is a bug,
+reported as one (its traceback goes to the server log, never to the caller). In public mode no server path is
+ever shown, and no message carries markup from what a caller sent."""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from pathlib import Path
+
+from rloo_demo.errors import ConfigError, UserError
+
+log = logging.getLogger(__name__)
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/<>])/(?:[\w.@+-]+/)*[\w.@+-]+")
+
+
+def inert(text: str) -> str:
+    """No markup from a message: it may quote what a caller sent, and it is shown as Markdown."""
+    return html.escape(str(text), quote=False)
+
+
+class Redactor:
+    """Error messages and stored texts as a caller may see them, on a public server or a local one."""
+
+    def __init__(self, public: bool, runs_dir: str):
+        self.public = public
+        self.runs_dir = str(runs_dir)
+
+    def error_text(self, exc: BaseException) -> str:
+        if isinstance(exc, ConfigError):
+            text = "\n".join(f"- **{inert(k)}**: {inert(v)}" for k, v in exc.problems.items())
+        elif isinstance(exc, UserError):
+            text = inert(str(exc))
+        else:
+            log.error("internal error", exc_info=exc)
+            text = f"internal error ({type(exc).__name__}); this is a bug in rloo-demo, not in your input"
+        return self.redact(text)
+
+    def redact(self, text: str | None) -> str | None:
+        """Server paths out of a message (public mode)."""
+        if not text or not self.public:
+            return text
+        for root in sorted({str(Path(self.runs_dir).resolve()), self.runs_dir}, key=len, reverse=True):
+            text = text.replace(root, "<runs>")
+        return _ABSOLUTE_PATH.sub("<path>", text)

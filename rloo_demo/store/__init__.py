@@ -1,0 +1,1 @@
+"""What a run leaves on disk: the crash-safe run folder, its JSON lines, the runs folder as a whole."""

@@ -1,0 +1,1 @@
+"""What a run learns from: its prompts (data), and the rewards that score its completions."""

@@ -1,0 +1,42 @@
+"""Small formatting helpers shared by the views: number formats, signs, durations, escaped text."""
+
+from __future__ import annotations
+
+import html
+
+POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
+
+
+def _sign_class(value: float, tol: float = 1e-6) -> str:
+    return POS if value > tol else NEG if value < -tol else ZERO
+
+
+def _fmt(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def text(value) -> str:
+    """Any text from a run or a user, made inert for a Markdown or HTML component (no tags, no entities)."""
+    return html.escape(str(value), quote=True)
+
+
+def _judge(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
+
+
+# Colours (r, g, b) at full strength; the alpha grows with |value| / scale, so both themes read them.
+_UP, _DOWN = (61, 190, 139), (217, 83, 79)  # Δ log π: reinforced, suppressed
+
+
+_MORE, _LESS = (232, 163, 61), (76, 155, 232)  # KL: the policy likes the token more / less than the reference
+
+
+def _f4(v) -> str:
+    return "–" if v is None else f"{v:+.4f}"

@@ -1,0 +1,214 @@
+"""The Rollouts tab's texts: each group's completions with reward, baseline and advantage, the arithmetic behind one,
+and the what-if table of estimators.
+"""
+
+from __future__ import annotations
+
+import html
+
+from rloo_demo.chat import prompt_text
+from rloo_demo.i18n import t
+from rloo_demo.ui.views.common import _sign_class
+
+
+def group_label(group: dict, locale: str = "en") -> str:
+    """The dropdown label of a prompt group."""
+    return f"{t(locale, 'groups.prompt', n=group['group'] + 1)}: {prompt_text(group['prompt'])[:40]}"
+
+
+def group_rows(group: dict, text_chars: int | None = None, locale: str = "en") -> tuple[list[str], list[list]]:
+    """Headers and rows of one prompt group: completion, raw scores, -beta*KL, shaped reward, baseline, advantage.
+
+    ``text_chars`` shortens the completion text (for the narrow side table)."""
+    names = list(group["weights"])
+    headers = ["#", t(locale, "col.completion"), *names, "−β·KL"]
+    headers += [t(locale, f"col.{key}") for key in ("shaped_reward", "baseline", "advantage")]
+    rows = []
+    for i, c in enumerate(group["completions"], 1):
+        rows.append(
+            [
+                i,
+                c["text"] if text_chars is None or len(c["text"]) <= text_chars else c["text"][:text_chars] + "…",
+                *[round(c["scores"][n], 4) for n in names],
+                round(c["kl_penalty"], 4),
+                round(c["shaped_reward"], 4),
+                round(c["baseline"], 4),
+                round(c["advantage"], 4),
+            ]
+        )
+    return headers, rows
+
+
+def groups_html(groups: list[dict], locale: str = "en") -> str:
+    """Every prompt group of a step as a table, rows coloured by the sign of their advantage."""
+    if not groups:
+        return f"<p class='rloo-empty'>{t(locale, 'groups.empty')}</p>"
+    out = []
+    empty = f"<i>{t(locale, 'common.empty')}</i>"
+    for g in groups:
+        headers, rows = group_rows(g, locale=locale)
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = []
+        for row, c in zip(rows, g["completions"], strict=True):
+            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or empty}</td>"]
+            cells += [f"<td>{v:+.3f}</td>" for v in row[2:]]
+            body.append(f"<tr class='{_sign_class(c['advantage'])}'>{''.join(cells)}</tr>")
+        out.append(
+            f"<div class='rloo-group'><div class='rloo-prompt'>{t(locale, 'groups.prompt', n=g['group'] + 1)}: "
+            f"<b>{html.escape(prompt_text(g['prompt']))}</b>…</div>"
+            f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        )
+    return "".join(out)
+
+
+def arithmetic_markdown(group: dict, index: int, locale: str = "en") -> str:
+    """The arithmetic behind one completion's advantage, with the real numbers of the run."""
+    comps = group["completions"]
+    k = len(comps)
+    c = comps[index]
+    others = [(j + 1, o["shaped_reward"]) for j, o in enumerate(comps) if j != index]
+    beta = group["beta"]
+    score_terms = " + ".join(f"{w:g}·{c['scores'][n]:+.3f} ({n})" for n, w in group["weights"].items())
+    lines = [
+        t(locale, "arith.head", index=index + 1, group=group["group"] + 1, step=group["step"]),
+        f"> {html.escape(c['text']) or t(locale, 'common.empty')}",
+        "",
+        t(locale, "arith.weighted", terms=score_terms, value=f"{c['weighted_reward']:+.4f}"),
+        t(
+            locale,
+            "arith.shaped",
+            weighted=f"{c['weighted_reward']:+.4f}",
+            beta=f"{beta:g}",
+            kl=f"{c['kl']:.4f}",
+            shaped=f"{c['shaped_reward']:+.4f}",
+            tokens=c["num_tokens"],
+        ),
+        (
+            t(locale, "arith.no_baseline")
+            if group.get("baseline_kind") == "none"
+            else t(
+                locale,
+                "arith.baseline",
+                others=k - 1,
+                terms=" + ".join(f"({r:+.4f})" for _, r in others),
+                baseline=f"{c['baseline']:+.4f}",
+            )
+        ),
+        t(
+            locale,
+            "arith.advantage",
+            shaped=f"{c['shaped_reward']:+.4f}",
+            baseline=f"{c['baseline']:+.4f}",
+            advantage=f"{c['raw_advantage']:+.4f}",
+        ),
+    ]
+    if group.get("normalize_advantages") and "normalization" in group:
+        n = group["normalization"]
+        lines.append(
+            t(
+                locale,
+                "arith.normalized",
+                raw=f"{c['raw_advantage']:+.4f}",
+                mean=f"{n['mean']:+.4f}",
+                std=f"{n['std']:.4f}",
+                eps=f"{n['eps']:g}",
+                advantage=f"{c['advantage']:+.4f}",
+            )
+        )
+    verdict = t(locale, "arith.up" if c["advantage"] > 0 else "arith.down" if c["advantage"] < 0 else "arith.alone")
+    lines += ["", t(locale, "arith.verdict", verdict=verdict, advantage=f"{c['advantage']:+.4f}")]
+    kl_line = kl_estimators_markdown(c, beta, locale)
+    if kl_line:
+        lines += ["", kl_line]
+    return "\n".join(lines)
+
+
+WHATIF_COLUMNS = ("rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce")
+
+
+def whatif_markdown(groups: list[dict], index: int, locale: str = "en") -> str:
+    """For group ``index`` of a step: the same completions' advantages under every estimator, side by side, and the
+    identity A_rloo = K/(K−1)·(r − group mean) written out with the real numbers. The rewards r are the shaped
+    rewards the trainer used; the batch-level estimators see the whole step."""
+    from rloo_demo.advantages import what_if
+
+    if not groups or not 0 <= index < len(groups):
+        return ""
+    k = len(groups[0]["completions"])
+    if k < 2 or any(len(g["completions"]) != k for g in groups):
+        return ""
+    rewards = [c["shaped_reward"] for g in groups for c in g["completions"]]
+    table = what_if(rewards, k)
+    g = groups[index]
+    start = index * k
+    mine = rewards[start : start + k]
+    mean = sum(mine) / k
+    factor = k / (k - 1)
+    lines = [
+        t(locale, "whatif.title", prompt=g["group"] + 1),
+        t(locale, "whatif.intro", n=len(rewards)),
+        "",
+        "| # | r | " + " | ".join(WHATIF_COLUMNS) + " |",
+        "|---|---|" + "---|" * len(WHATIF_COLUMNS),
+    ]
+    for i in range(k):
+        cells = " | ".join(f"{table[name][start + i]:+.3f}" for name in WHATIF_COLUMNS)
+        lines.append(f"| {i + 1} | {mine[i]:+.3f} | {cells} |")
+    lines += [
+        "",
+        t(
+            locale,
+            "whatif.identity",
+            k=k,
+            fraction=f"{k}/{k - 1} = {factor:.4f}",
+            mean="(" + " + ".join(f"{r:+.4f}" for r in mine) + f") / {k} = {mean:+.4f}",
+        ),
+        "",
+    ]
+    for i, r in enumerate(mine):
+        others = (sum(mine) - r) / (k - 1)
+        lines.append(
+            f"- #{i + 1}: {factor:.4f} · ({r:+.4f} − ({mean:+.4f})) = {factor * (r - mean):+.4f} = "
+            f"{t(locale, 'whatif.others', n=k - 1)} = {r:+.4f} − ({others:+.4f}) = **{table['rloo'][start + i]:+.4f}**"
+        )
+    std = (sum((r - mean) ** 2 for r in mine) / (k - 1)) ** 0.5
+    lines += ["", t(locale, "whatif.why", scale=f"{1 / factor:.3f}", std=f"{std:.4f}")]
+    if g.get("normalize_advantages"):
+        lines.append(t(locale, "whatif.normalized"))
+    # the notes of rloo_demo.advantages.ESTIMATOR_NOTES, one 'estimator.<name>' key each (tests keep them equal)
+    lines += ["", " · ".join(f"`{name}`: {t(locale, f'estimator.{name}')}" for name in WHATIF_COLUMNS)]
+    return "\n".join(lines)
+
+
+def kl_estimators_markdown(c: dict, beta: float, locale: str = "en") -> str:
+    """One completion's three KL estimators and which one shaped its reward."""
+    if "kl_k2" not in c:
+        return ""
+    return t(
+        locale,
+        "arith.kl_estimators",
+        tokens=c["num_tokens"],
+        k1=f"{c['kl']:+.4f}",
+        k2=f"{c['kl_k2']:.4f}",
+        k3=f"{c['kl_k3']:.4f}",
+        penalty=f"{-beta * c['kl']:+.4f}",
+    )
+
+
+def kl_heatmap_note(groups: list[dict], locale: str = "en") -> str:
+    """'What am I looking at?' for the batch heatmap, with where this step's KL lives."""
+    from rloo_demo.engine import tokens
+
+    _, rows = tokens.kl_matrix(groups)
+    where = tokens.kl_location(rows)
+    if where is None:
+        return t(locale, "heatmap.none")
+    return t(
+        locale,
+        "heatmap.note",
+        tokens=where["tokens"],
+        start=f"{where['start_share']:.0%}",
+        end=f"{where['end_share']:.0%}",
+        top=f"{where['top_share']:.0%}",
+        top_tokens=where["top_tokens"],
+    )

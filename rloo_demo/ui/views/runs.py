@@ -1,0 +1,36 @@
+"""The Runs tab's table: one row per run, in the page's language."""
+
+from __future__ import annotations
+
+from rloo_demo.i18n import t
+from rloo_demo.ui.views.train import status_word
+
+
+def run_rows(summaries: list[dict], locale: str = "en") -> list[list]:
+    """Rows for the run history table."""
+    rows = []
+    for s in summaries:
+        first, last = s.get("reward_first"), s.get("reward_last")
+        rows.append(
+            [
+                s["name"],
+                status_word(s["status"], locale) if locale != "en" else s["status"],
+                f"{s['steps']}/{s.get('max_steps') or '?'}",
+                None if first is None else round(first, 3),
+                None if last is None else round(last, 3),
+                None if s.get("kl_last") is None else round(s["kl_last"], 4),
+                t(locale, "common.yes" if s["has_model"] else "common.no"),
+                (s.get("error") or "")[:120],
+            ]
+        )
+    return rows
+
+
+RUN_COLUMNS = ("run", "status", "steps", "first", "last", "kl", "model", "error")
+
+
+RUN_HEADERS = [t("en", f"runs.col_{c}") for c in RUN_COLUMNS]
+
+
+def run_headers(locale: str = "en") -> list[str]:
+    return [t(locale, f"runs.col_{c}") for c in RUN_COLUMNS]
