@@ -1,3 +1,5 @@
+"""``python -m rloo_demo``: the command line (``rloo_demo.cli``)."""
+
 import sys
 
 from rloo_demo.cli import main

@@ -13,6 +13,14 @@ In TRL 1.16 the reward r_i that enters the baseline is already KL-shaped: ``r_i 
 beta * sum_t (log pi(y_t) - log pi_ref(y_t))``. Optionally all advantages of the batch are then normalised to
 zero mean and unit standard deviation. These functions mirror that order exactly, so the rollout explorer can show
 the arithmetic, and a parity test checks them against the tensor the trainer fed to its loss.
+
+A completion that no reward function scored is *unscorable*: its reward is NaN (``rloo_demo.task.rewards.
+combine_scores``), and TRL keeps it out of the arithmetic rather than counting it as 0. Here too: a NaN reward is
+left out of its siblings' baselines (the mean is over the scorable siblings, K_s - 1 of them), its own baseline and
+raw advantage are NaN, and its advantage is 0, as TRL's ``nan_to_num`` makes it. A scorable completion with no
+scorable sibling has no baseline either (TRL divides 0 by 0) and so advantage 0 as well. Normalisation uses the
+mean and standard deviation of the defined advantages only. The what-if estimators below treat a NaN reward alike:
+left out of every mean and deviation, advantage 0.
 """
 
 from __future__ import annotations
@@ -23,40 +31,116 @@ from collections.abc import Sequence
 NORMALIZE_EPS = 1e-4  # TRL adds this to the standard deviation when it normalises advantages
 
 
-def weighted_reward(scores: dict[str, Sequence[float]], weights: dict[str, float]) -> list[float]:
-    """Per completion, the weighted sum of every reward function's score."""
+def is_scored(value) -> bool:
+    """Whether a reward function gave this completion a score: ``None`` (the function does not apply, as a user's
+    module may answer) and NaN (what TRL turns ``None`` into) are the two spellings of "no score"."""
+    return value is not None and not math.isnan(value)
+
+
+def combine_scores(
+    columns: Sequence[Sequence[float | None]],
+    weights: Sequence[float],
+    clip_range: Sequence[float] | None = None,
+) -> list[float]:
+    """The reward of each completion, combined from every function's score exactly as TRL 1.16's ``RLOOTrainer``
+    (and ``GRPOTrainer``) combine them. ``columns[f][i]`` is function f's score of completion i (one list per
+    function, as the functions return them); ``weights[f]`` is its weight.
+
+    - A missing score (``None`` or NaN, see ``is_scored``) adds nothing: TRL turns ``None`` into NaN and sums the
+      weighted scores with ``nansum``.
+    - A completion that no function scored is *unscorable*: NaN, not 0. TRL marks that row NaN so that it stays out
+      of its siblings' leave-one-out baseline and gets advantage 0 (the estimators here do the same with the
+      NaN); a 0 would count as a real, and probably bad, reward.
+    - ``clip_range`` (TRL's ``reward_clip_range``, (min, max)) clamps the sum; an unscorable NaN stays NaN.
+
+    This is the one definition of a completion's reward: training's record (``rloo_demo.engine.capture``), the
+    gradient-variance meter, Compare and Evaluate (``WeightedReward``) all call it, so none can score a completion
+    differently from the trainer. Pure Python (no torch), in double precision where TRL sums in float32."""
+    if len(columns) != len(weights):
+        raise ValueError(f"{len(columns)} score lists but {len(weights)} weights; give one weight per function")
+    if not columns:
+        return []
+    n = len(columns[0])
+    if any(len(c) != n for c in columns):
+        raise ValueError("every reward function must score every completion (score lists of different lengths)")
+    out = []
+    for i in range(n):
+        scored = [float(w) * float(c[i]) for w, c in zip(weights, columns, strict=True) if is_scored(c[i])]
+        if not scored:
+            out.append(math.nan)
+            continue
+        total = math.fsum(scored)
+        if clip_range:  # TRL's test is the same truthiness: ``if self.reward_clip_range:``
+            total = min(max(total, float(clip_range[0])), float(clip_range[1]))
+        out.append(total)
+    return out
+
+
+def weighted_reward(
+    scores: dict[str, Sequence[float | None]],
+    weights: dict[str, float],
+    clip_range: Sequence[float] | None = None,
+) -> list[float]:
+    """Per completion, the weighted sum of every reward function's score, as TRL forms it: the one definition,
+    ``combine_scores`` (a missing score adds nothing; NaN where no function scored)."""
     names = list(scores)
-    n = len(scores[names[0]])
-    return [sum(weights[name] * scores[name][i] for name in names) for i in range(n)]
+    return combine_scores([scores[name] for name in names], [weights[name] for name in names], clip_range)
 
 
 def shaped_rewards(rewards: Sequence[float], sequence_kl: Sequence[float] | None, beta: float) -> list[float]:
-    """Reward minus ``beta`` times the sequence KL (the sum over a completion's tokens of logp - logp_ref)."""
+    """Reward minus ``beta`` times the sequence KL (the sum over a completion's tokens of logp - logp_ref). An
+    unscorable (NaN) reward stays NaN: a KL penalty does not make a completion scorable."""
     if not beta or sequence_kl is None:
         return [float(r) for r in rewards]
     return [float(r) - beta * float(k) for r, k in zip(rewards, sequence_kl, strict=True)]
 
 
+def zeroed(values: Sequence[float]) -> list[float]:
+    """NaN (no advantage: an unscorable completion, or one without a scorable sibling) as 0, as TRL's
+    ``torch.nan_to_num(advantages, nan=0.0)``: such a completion must not move the policy."""
+    return [float(v) if is_scored(v) else 0.0 for v in values]
+
+
 def leave_one_out_baselines(group: Sequence[float]) -> list[float]:
-    """For each reward in a group of K >= 2, the mean of the other K-1 rewards."""
+    """For each reward in a group of K >= 2, the mean of the other scorable rewards: ``(sum of the scorable rewards
+    - r_i) / (K_s - 1)``, as TRL's ``nansum`` over ``scorable_counts - 1``. NaN for an unscorable reward, and for
+    the only scorable one of its group (no sibling to compare it with)."""
     k = len(group)
     if k < 2:
         raise ValueError("a leave-one-out baseline needs at least 2 completions per prompt")
-    total = math.fsum(group)
-    return [(total - r) / (k - 1) for r in group]
+    scored = [float(r) for r in group if is_scored(r)]
+    total, n = math.fsum(scored), len(scored)
+    return [(total - r) / (n - 1) if is_scored(r) and n > 1 else math.nan for r in group]
 
 
 def leave_one_out_advantages(group: Sequence[float]) -> list[float]:
-    """``r_i - mean(others)`` for each reward in a group; the result sums to zero."""
-    return [r - b for r, b in zip(group, leave_one_out_baselines(group), strict=True)]
+    """``r_i - mean(scorable others)`` for each reward in a group, 0 where that is undefined (see
+    ``leave_one_out_baselines``); the result sums to zero."""
+    return zeroed([r - b for r, b in zip(group, leave_one_out_baselines(group), strict=True)])
+
+
+def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (n - 1; 0 for fewer than two) of the values that are not NaN, as
+    TRL's ``nanmean`` and ``nanstd``; NaN mean when there are none."""
+    kept = [float(v) for v in values if is_scored(v)]
+    n = len(kept)
+    if not n:
+        return math.nan, 0.0
+    mean = math.fsum(kept) / n
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in kept) / (n - 1)) if n > 1 else 0.0
+    return mean, std
 
 
 def normalize(values: Sequence[float], eps: float = NORMALIZE_EPS) -> list[float]:
-    """``(x - mean) / (std + eps)`` with the sample standard deviation (n - 1), as TRL does."""
-    n = len(values)
-    mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return [(v - mean) / (std + eps) for v in values]
+    """``(x - mean) / (std + eps)`` with the sample standard deviation (n - 1), as TRL does. NaN entries are left
+    out of the mean and the std and come out as 0 (TRL normalises with ``nanmean``/``nanstd``, then zeroes NaN)."""
+    mean, std = mean_and_std(values)
+    return [(v - mean) / (std + eps) if is_scored(v) else 0.0 for v in values]
+
+
+def final_advantages(raw: Sequence[float], normalize_advantages: bool = False) -> list[float]:
+    """The advantages TRL feeds its loss from the raw ones: normalised over the batch if asked, NaN as 0."""
+    return normalize(raw) if normalize_advantages else zeroed(raw)
 
 
 def group(values: Sequence[float], k: int) -> list[list[float]]:
@@ -67,11 +151,11 @@ def group(values: Sequence[float], k: int) -> list[list[float]]:
 
 
 def batch_advantages(rewards: Sequence[float], k: int, normalize_advantages: bool = False) -> dict[str, list[float]]:
-    """Baselines, raw advantages and final advantages for a flat, prompt-major batch of shaped rewards."""
+    """Baselines, raw advantages and final advantages for a flat, prompt-major batch of shaped rewards (NaN
+    baselines and raw advantages where TRL's are NaN; the final ones are always numbers)."""
     baselines = [b for g in group(rewards, k) for b in leave_one_out_baselines(g)]
     raw = [r - b for r, b in zip(rewards, baselines, strict=True)]
-    final = normalize(raw) if normalize_advantages else raw
-    return {"baselines": baselines, "raw_advantages": raw, "advantages": final}
+    return {"baselines": baselines, "raw_advantages": raw, "advantages": final_advantages(raw, normalize_advantages)}
 
 
 # ----------------------------------------------------------------------------- what if: other baselines
@@ -83,15 +167,9 @@ def batch_advantages(rewards: Sequence[float], k: int, normalize_advantages: boo
 
 
 def group_means(rewards: Sequence[float], k: int) -> list[float]:
-    """For each completion, the mean reward of its whole group (itself included)."""
-    return [math.fsum(g) / len(g) for g in group(rewards, k) for _ in g]
-
-
-def _sample_std(values: Sequence[float]) -> float:
-    """The standard deviation with Bessel's correction (n - 1), as TRL's ``nanstd``."""
-    n = len(values)
-    mean = math.fsum(values) / n
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    """For each completion, the mean reward of its whole group (itself included; scorable rewards only, NaN when
+    the group has none)."""
+    return [mean_and_std(g)[0] for g in group(rewards, k) for _ in g]
 
 
 def rloo_advantages(rewards: Sequence[float], k: int) -> list[float]:
@@ -103,15 +181,15 @@ def grpo_advantages(rewards: Sequence[float], k: int, eps: float = NORMALIZE_EPS
     """GRPO: ``(r_i - group mean) / (group std + eps)``, as TRL's ``GRPOConfig(scale_rewards="group")``."""
     out = []
     for g in group(rewards, k):
-        mean, std = math.fsum(g) / len(g), _sample_std(g)
-        out += [(r - mean) / (std + eps) for r in g]
+        mean, std = mean_and_std(g)
+        out += zeroed([(r - mean) / (std + eps) for r in g])
     return out
 
 
 def dr_grpo_advantages(rewards: Sequence[float], k: int) -> list[float]:
     """Dr. GRPO: ``r_i - group mean``, no division by the std (TRL's ``scale_rewards="none"``). The mean includes
     ``r_i`` itself, so this is exactly ``(K-1)/K`` times the leave-one-out advantage."""
-    return [r - m for r, m in zip(rewards, group_means(rewards, k), strict=True)]
+    return zeroed([r - m for r, m in zip(rewards, group_means(rewards, k), strict=True)])
 
 
 def reinforce_pp_advantages(rewards: Sequence[float], k: int, eps: float = NORMALIZE_EPS) -> list[float]:
@@ -122,13 +200,13 @@ def reinforce_pp_advantages(rewards: Sequence[float], k: int, eps: float = NORMA
 
 def batch_mean_advantages(rewards: Sequence[float], k: int) -> list[float]:
     """A batch-mean baseline: ``r_i - mean of every reward in the batch``, whatever the prompt."""
-    mean = math.fsum(rewards) / len(rewards)
-    return [r - mean for r in rewards]
+    mean = mean_and_std(rewards)[0]
+    return zeroed([r - mean for r in rewards])
 
 
 def reinforce_advantages(rewards: Sequence[float], k: int) -> list[float]:
-    """Plain REINFORCE: no baseline, ``A_i = r_i``."""
-    return [float(r) for r in rewards]
+    """Plain REINFORCE: no baseline, ``A_i = r_i`` (0 for an unscorable completion, as every estimator)."""
+    return zeroed(rewards)
 
 
 ESTIMATORS = {

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rloo_demo.config import ESTIMATOR_CHOICES, RunConfig
+from rloo_demo.errors import InputError
 from rloo_demo.store.jsonl import atomic_write_text, save_config
 
 ARENA_FILE = re.compile(r"arena-[0-9]{8}-[0-9]{6}\.json")
@@ -244,7 +245,6 @@ def run_arena(
 
 def arena_estimators(names: Sequence[str]) -> list[str]:
     """The estimators asked for, checked (a ``UserError`` names the unknown one)."""
-    from rloo_demo.errors import InputError
 
     for name in names:
         if name not in ESTIMATOR_CHOICES:

@@ -9,7 +9,7 @@ estimator lab: ``variance`` and ``arena`` (why a leave-one-out baseline?).
     python -m rloo_demo arena --estimators rloo grpo reinforce --seeds 3   # paired runs, summary table
     python -m rloo_demo train --rewards length_penalty --reward-module examples/rewards.py:keyword_count
 
-``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (README, "Scaling out"):
+``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (docs/operating.md, "Scaling out"):
 
     accelerate launch --multi_gpu --num_processes 2 --num_cpu_threads_per_process 1 -m rloo_demo train
     torchrun --nproc_per_node 2 -m rloo_demo train
@@ -29,9 +29,16 @@ import types
 import typing
 from dataclasses import MISSING, fields
 
-from rloo_demo.config import RunConfig
+from rloo_demo.arena import arena_estimators, run_arena
+from rloo_demo.chat import CHAT, to_messages
+from rloo_demo.config import TEMPERATURE_RANGE, RunConfig
+from rloo_demo.engine.prechecks import prerun_warnings
 from rloo_demo.errors import InputError, NotFound, UserError
+from rloo_demo.models.hub import resolve_model
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.templates import effective_template, has_chat_template
 from rloo_demo.server.limits import as_float, as_int
+from rloo_demo.store.folder import open_run
 
 
 class Parser(argparse.ArgumentParser):
@@ -152,10 +159,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def cmd_train(args) -> int:
     import signal
 
-    from rloo_demo.engine.training import RunState, train
+    # accelerate, peft, torch, transformers, trl: loaded on first use, not at start-up
+    from rloo_demo.engine.training import (
+        RunState,
+        train,
+    )
 
     config = config_from_args(args).validate()
-    from rloo_demo.engine.prechecks import prerun_warnings
 
     for warning in prerun_warnings(config):  # settings that run but teach little: said before any model loads
         print(f"warning: {warning}", file=sys.stderr)
@@ -190,14 +200,17 @@ def cmd_train(args) -> int:
 def cmd_evaluate(args) -> int:
     from tqdm.auto import tqdm
 
-    from rloo_demo.eval.evaluation import evaluate, format_report, heldout_prompts
-    from rloo_demo.models.policy import load_policy
-    from rloo_demo.store.folder import open_run
+    # torch: loaded on first use, not at start-up
+    from rloo_demo.eval.evaluation import (
+        evaluate,
+        format_report,
+        heldout_prompts,
+    )
 
     as_int("--num-prompts", args.num_prompts, 1, 100_000)
     as_int("--samples-per-prompt", args.samples_per_prompt, 1, 1000)
     as_int("--seed", args.seed, 0, 2**32 - 1)
-    as_float("--temperature", args.temperature, 0.01, 10.0)
+    as_float("--temperature", args.temperature, *TEMPERATURE_RANGE)
     as_float("--top-p", args.top_p, 0.01, 1.0)
     run = open_run(args.run)
     if run.model_dir is None:
@@ -231,17 +244,12 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_infer(args) -> int:
-    from rloo_demo.chat import CHAT, to_messages
-    from rloo_demo.models.hub import resolve_model
-    from rloo_demo.models.policy import load_policy
-    from rloo_demo.models.sampling import sample
-    from rloo_demo.models.templates import effective_template, has_chat_template
-    from rloo_demo.store.folder import open_run
+    from rloo_demo.models.sampling import sample  # torch: loaded on first use, not at start-up
 
     as_int("--num-samples", args.num_samples, 1, 1000)
     as_int("--max-new-tokens", args.max_new_tokens, 1, 100_000)
     as_int("--seed", args.seed, 0, 2**32 - 1)
-    as_float("--temperature", args.temperature, 0.01, 10.0)
+    as_float("--temperature", args.temperature, *TEMPERATURE_RANGE)
     as_float("--top-p", args.top_p, 0.01, 1.0)
     if args.run:
         run = open_run(args.run)
@@ -271,9 +279,8 @@ def cmd_infer(args) -> int:
 
 
 def cmd_variance(args) -> int:
-    from rloo_demo.engine.meter import measure_run
-    from rloo_demo.engine.variance import markdown_table
-    from rloo_demo.store.folder import open_run
+    from rloo_demo.engine.meter import measure_run  # torch: loaded on first use, not at start-up
+    from rloo_demo.engine.variance import markdown_table  # torch: loaded on first use, not at start-up
 
     as_int("--steps", args.steps, 1, 1000)
     as_int("--seed", args.seed, 0, 2**32 - 1)
@@ -297,7 +304,6 @@ def cmd_variance(args) -> int:
 
 
 def cmd_arena(args) -> int:
-    from rloo_demo.arena import arena_estimators, run_arena
 
     estimators = arena_estimators(args.estimators)
     as_int("--seeds", args.seeds, 1, 100)

@@ -41,6 +41,8 @@ ESTIMATOR_CHOICES = ("rloo", "reinforce", "grpo")  # RunConfig.estimator; the tr
 TRACKER_INSTALL = {"trackio": "pip install 'rloo-demo[trackio]' (or trackio==0.43.0)"}
 PROMPT_TEMPLATES = (AUTO, *TEMPLATES)
 MAX_SYSTEM_PROMPT_CHARS = 4000
+# Sampling temperatures accepted anywhere (training, Compare, evaluate, infer): below 0.01 the logits overflow to inf.
+TEMPERATURE_RANGE = (0.01, 10.0)
 
 
 def is_valid_run_name(name) -> bool:
@@ -161,7 +163,7 @@ class RunConfig:
     top_p: float = _f(1.0, "nucleus sampling threshold during training (1 = off)")
     seed: int = _f(42, "random seed for sampling, prompt order and initialisation")
 
-    # --- why leave-one-out? (README "Experiments"; rloo_demo.engine.trainers, rloo_demo.engine.variance)
+    # --- why leave-one-out? (docs/learning.md; rloo_demo.engine.trainers, rloo_demo.engine.variance)
     estimator: str = _f(
         "rloo",
         "rloo (this trainer), reinforce (the same trainer without a baseline: A = r) or grpo (TRL's GRPOTrainer: "
@@ -255,8 +257,9 @@ class RunConfig:
             p["learning_rate"] = f"must be in (0, 1], not {self.learning_rate!r} (try 5e-4 for the embedded model)"
         if ok("beta") and self.beta < 0:
             p["beta"] = f"must be >= 0, not {self.beta!r} (0 turns the KL penalty off)"
-        if ok("temperature") and not 0 < self.temperature <= 10:
-            p["temperature"] = f"must be in (0, 10], not {self.temperature!r}"
+        lo, hi = TEMPERATURE_RANGE
+        if ok("temperature") and not lo <= self.temperature <= hi:
+            p["temperature"] = f"must be in [{lo:g}, {hi:g}], not {self.temperature!r}"
         if ok("top_p") and not 0 < self.top_p <= 1:
             p["top_p"] = f"must be in (0, 1], not {self.top_p!r}"
         if ok("estimator") and self.estimator not in ESTIMATOR_CHOICES:

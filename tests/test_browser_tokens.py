@@ -63,6 +63,7 @@ def test_select_a_completion_and_see_its_tokens(space_runs_dir):
             "document.querySelector('#token-view .rloo-tokens').dataset.measure === 'k1'", timeout=15_000
         )
         colours = page.evaluate(SPAN_COLOURS_JS)
+        assert len(colours) >= 2, colours
         assert all(c.startswith(("rgba(232, 163, 61", "rgba(76, 155, 232")) for c in colours), colours
         page.wait_for_function(f"({HEATMAP_JS})() === 'heatmap'", timeout=15_000)  # the batch's KL heatmap
         assert "first quarter" in page.inner_text("#kl-heatmap-note")

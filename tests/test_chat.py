@@ -157,6 +157,53 @@ def test_our_sampler_uses_the_chat_template_too(chat_policy):
     assert logp != pytest.approx(sequence_logprob(model, tokenizer, "Hi", ids))
 
 
+def test_the_probe_samples_a_chat_run_through_its_template(chat_policy, tmp_path, monkeypatch):
+    """The probe (Rollouts, history of a prompt) asks the policy as Compare does and as training did: the typed text
+    as the user turn of the chat template, after the run's system prompt; its rewards score the typed text."""
+    from rloo_demo.engine import snapshots
+    from rloo_demo.models.policy import load_policy
+    from rloo_demo.models.sampling import sample
+    from rloo_demo.models.templates import encode_prompt
+    from rloo_demo.server import inference
+    from rloo_demo.server.gates import Caller
+    from rloo_demo.server.limits import LOCAL
+    from rloo_demo.server.runner import Runner
+    from rloo_demo.ui.controller import Controller
+
+    config = tiny(chat_policy, tmp_path, system_prompt=SYSTEM, snapshot_every=1)
+    run = RunFolder.create(config)  # a finished chat run, no snapshot kept: the probe's one column is the base policy
+    run.set_status("finished")
+    asked = []
+    scored = []
+
+    def recording_sample(model, tok, prompt, *args):
+        asked.append(encode_prompt(tok, prompt))
+        return sample(model, tok, prompt, *args)
+
+    class RecordingScorer(inference.Scorer):
+        def __call__(self, prompts, texts):
+            scored.append(list(prompts))
+            return super().__call__(prompts, texts)
+
+    monkeypatch.setattr(snapshots, "sample", recording_sample)
+    monkeypatch.setattr(inference, "Scorer", RecordingScorer)
+    controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
+    try:
+        out = controller.probe(run.name, "Tell me about a film.", 2, 3, Caller("me", "10.0.0.1"))
+    finally:
+        controller.close()
+    model, tokenizer = load_policy(chat_policy)
+    expected = encode_prompt(tokenizer, as_run_prompt(config, "Tell me about a film."))
+    rendered = f"<|system|>{SYSTEM}<|end|>\n<|user|>Tell me about a film.<|end|>\n<|assistant|>"
+    assert tokenizer.decode(expected) == rendered
+    assert asked == [expected]  # one column (the base policy), sampled from the templated prompt
+    assert [s["step"] for s in out["steps"]] == [0]
+    want = sample(model, tokenizer, as_run_prompt(config, "Tell me about a film."), 2, 6, 1.0, 1.0, 3)
+    assert [s["text"] for s in out["steps"][0]["samples"]] == [w["text"] for w in want]
+    assert scored == [["Tell me about a film."] * 2]  # the rewards read the typed text, as Compare's do
+    assert out["prompt"] == "Tell me about a film." and not has_marker(json.dumps(out))
+
+
 # ----------------------------------------------------------------------------- 2 steps through the CLI
 
 

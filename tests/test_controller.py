@@ -8,6 +8,7 @@ re-parse, and the runner's budget, abandonment, operator stop and lock-free Star
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -202,6 +203,112 @@ def test_start_gate():
     StartGate(LOCAL).admit("a")  # no limit on a local server
 
 
+# ----------------------------------------------------------------------------- per-visitor rates: keyed by address
+
+
+def _request(peer, forwarded=None):
+    """What gradio hands a handler: the socket's peer, and the headers (X-Forwarded-For is the client's to write)."""
+    from types import SimpleNamespace
+
+    headers = {"x-forwarded-for": forwarded} if forwarded is not None else {}
+    return SimpleNamespace(headers=headers, client=SimpleNamespace(host=peer))
+
+
+@pytest.fixture
+def untrusted(monkeypatch):
+    """No proxy in front: X-Forwarded-For is not to be believed."""
+    for var in ("SPACE_ID", "RLOO_TRUST_FORWARDED"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _probe_controller(tmp_path, monkeypatch, **limits):
+    """A controller over one run folder (no snapshot, no model) whose probe samples a stand-in base policy."""
+    from rloo_demo.engine import snapshots
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="r"))
+    run.set_status("finished")
+    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, **limits), watchdog=False))
+    monkeypatch.setattr(controller.inference, "_load", lambda name: (object(), None))
+    monkeypatch.setattr(snapshots, "sample", lambda model, tok, prompt, n, *a: [{"text": "ok", "token_ids": []}] * n)
+    return controller
+
+
+def test_a_new_client_id_on_every_call_does_not_reset_the_sampling_rate(tmp_path, monkeypatch, untrusted):
+    """The sampling rate is per visitor, and a visitor is its address: a caller that names a new client id (and
+    forges a new X-Forwarded-For) on every call is still the same visitor."""
+    from rloo_demo.ui.common import caller_of
+
+    controller = _probe_controller(tmp_path, monkeypatch, sampling_per_minute=2)
+    try:
+        callers = [caller_of(_request("10.0.0.7", f"203.0.113.{i}"), f"client-{i}") for i in range(3)]
+        assert [c.key for c in callers] == ["10.0.0.7"] * 3 and len({c.client_id for c in callers}) == 3
+        controller.probe("r", "This movie was", 1, 0, callers[0])
+        controller.probe("r", "This movie was", 1, 0, callers[1])
+        with pytest.raises(RateLimited, match="2 a minute per visitor"):
+            controller.probe("r", "This movie was", 1, 0, callers[2])
+        controller.probe("r", "This movie was", 1, 0, caller_of(_request("10.0.0.8"), "client-0"))  # someone else
+    finally:
+        controller.close()
+
+
+def test_a_new_client_id_on_every_call_does_not_reset_the_start_rate(tmp_path, monkeypatch, untrusted):
+    from types import SimpleNamespace
+
+    from rloo_demo.ui.common import caller_of
+
+    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, starts_per_minute=2), watchdog=False))
+    started = []
+
+    def fake_start(config, owner, owner_host=None, owner_record=None):
+        started.append((owner, owner_host))
+        return SimpleNamespace(name=f"run-{len(started)}")
+
+    monkeypatch.setattr(controller.runner, "start", fake_start)
+    try:
+        callers = [caller_of(_request("10.0.0.7", f"203.0.113.{i}"), f"client-{i}") for i in range(3)]
+        assert controller.start({}, callers[0]) == "run-1"
+        assert controller.start({}, callers[1]) == "run-2"
+        with pytest.raises(RateLimited, match="2 a minute per visitor"):
+            controller.start({}, callers[2])
+        assert controller.start({}, caller_of(_request("10.0.0.8"), "client-2")) == "run-3"  # another address
+        assert started == [("client-0", "10.0.0.7"), ("client-1", "10.0.0.7"), ("client-2", "10.0.0.8")]
+    finally:
+        controller.close()
+
+
+def test_x_forwarded_for_is_ignored_unless_the_proxy_is_trusted(untrusted):
+    from rloo_demo.ui.common import caller_of
+
+    for forwarded in ("1.2.3.4", "1.2.3.4, 5.6.7.8", "", " , "):
+        assert caller_of(_request("10.0.0.7", forwarded), "c").host == "10.0.0.7"
+    assert caller_of(_request("10.0.0.7"), "c") == Caller("c", "10.0.0.7")
+    assert caller_of(None, "c") == Caller("c", None) and caller_of(None, 42) == Caller("", None)
+
+
+def test_behind_a_trusted_proxy_the_last_hop_is_the_visitor(monkeypatch):
+    """The proxy appends the address it saw to whatever the client sent: the last hop is the only one a client
+    cannot choose. Rotating the hops before it changes nothing; an empty last hop falls back to the peer."""
+    from rloo_demo.ui.common import caller_of
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "1")
+    proxy = "10.0.0.1"
+    assert caller_of(_request(proxy, "198.51.100.5"), "c").host == "198.51.100.5"
+    assert caller_of(_request(proxy, " 1.1.1.1 ,\t 2.2.2.2,  198.51.100.5  "), "c").host == "198.51.100.5"
+    assert caller_of(_request(proxy, "1.1.1.1,"), "c").host == proxy  # nothing after the last comma
+    assert caller_of(_request(proxy, ""), "c").host == proxy
+    assert caller_of(_request(proxy), "c").host == proxy
+    gate = SamplingGate(replace(LOCAL, sampling_per_minute=2), training=lambda: False, clock=Clock())
+    for i in range(2):
+        with gate(caller_of(_request(proxy, f"203.0.113.{i}, 198.51.100.5"), f"client-{i}").key):
+            pass
+    with pytest.raises(RateLimited):
+        with gate(caller_of(_request(proxy, "203.0.113.9, 198.51.100.5"), "client-9").key):
+            pass
+    with gate(caller_of(_request(proxy, "198.51.100.5, 198.51.100.6"), "client-0").key):  # a different visitor
+        pass
+
+
 # ----------------------------------------------------------------------------- cheap ticks
 
 
@@ -343,3 +450,102 @@ def test_public_messages_name_no_server_path(tmp_path):
     assert public.redact(message) == "cannot read <runs>/x/config.yaml or <path> (see http://example.org/a/b)"
     assert local.redact(message) == message
     assert "internal error (ZeroDivisionError)" in public.error_text(ZeroDivisionError("x"))
+
+
+class _FakeJob:
+    """A training job that never trains: what the runner's stop needs (a name, done, stop)."""
+
+    def __init__(self, name):
+        self.run = type("Run", (), {"name": name})()
+        self.done = False
+        self.stops = []
+
+    def stop(self, reason="stopped"):
+        self.stops.append(reason)
+
+
+def _runner_with_a_run(tmp_path, admin_token, owner="the-owner"):
+    runner = Runner(str(tmp_path), limits=replace(LOCAL, admin_token=admin_token), watchdog=False)
+    job = _FakeJob("r1")
+    runner._active["r1"] = runner_module.ActiveRun(job, owner, time.time())
+    return runner, job
+
+
+@pytest.mark.parametrize("admin_token", [None, ""])
+def test_without_an_operator_token_nobody_is_the_operator(tmp_path, admin_token):
+    """No RLOO_ADMIN_TOKEN: no id at all is the operator (not the empty one either), and only the starter stops."""
+    runner, job = _runner_with_a_run(tmp_path, admin_token)
+    for who in ("", None, "x", "the-owne", "None", " ", "op-token", 0):
+        assert runner.is_admin(who) is False, who
+    for who in ("", None, "someone", "the-owner ", "THE-OWNER"):
+        with pytest.raises(NotOwner):
+            runner.stop("r1", who)
+    assert job.stops == []
+    runner.stop("r1", "the-owner")
+    assert job.stops == ["its starter asked it to stop"]
+
+
+def test_with_an_operator_token_only_that_exact_token_is_the_operator(tmp_path):
+    runner, job = _runner_with_a_run(tmp_path, "op-token")
+    assert runner.is_admin("op-token") is True
+    for who in ("", None, "op-toke", "op-token ", "OP-TOKEN", "op-tokenx", "the-owner", b"op-token"):
+        assert runner.is_admin(who) is False, who
+    for who in ("", None, "op-toke", "someone"):
+        with pytest.raises(NotOwner):
+            runner.stop("r1", who)
+    assert job.stops == []
+    runner.stop("r1", "op-token")
+    assert job.stops == ["the server's operator stopped it"]
+
+
+# ----------------------------------------------------------------------------- the probe's columns
+
+
+def test_each_probe_column_is_sampled_from_its_own_snapshot(tmp_path, monkeypatch):
+    """Three snapshots, then the final model: the probe loads each snapshot folder once, in order, and every column
+    holds the samples of the policy it is labelled with (a loop's late-binding lambda would load the last folder
+    for every column)."""
+    from rloo_demo.engine import snapshots
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="hist", snapshot_every=10))
+    for step in (10, 20, 30):
+        folder = run.path / "snapshots" / snapshots.snapshot_name(step)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+    (run.path / "model").mkdir()
+    (run.path / "model" / "config.json").write_text("{}")
+    run.set_status("finished", step=40)
+    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, sampling_per_minute=None), watchdog=False))
+
+    class Tagged:
+        def __init__(self, tag):
+            self.tag = tag
+
+    loaded = []
+
+    def load_snapshot(folder, base_policy):
+        loaded.append(Path(folder).name)
+        return Tagged(Path(folder).name)
+
+    def load(name):
+        return (Tagged("final" if name == str(run.model_dir) else "base"), None)
+
+    def fake_sample(model, tok, prompt, n, *args):
+        return [{"text": f"{model.tag} #{i}", "token_ids": [i]} for i in range(n)]
+
+    monkeypatch.setattr(snapshots, "load_snapshot", load_snapshot)
+    monkeypatch.setattr(snapshots, "sample", fake_sample)
+    monkeypatch.setattr(controller.inference, "_load", load)
+    try:
+        out = controller.probe("hist", "This movie was", 2, 0, VISITOR)
+    finally:
+        controller.close()
+    names = ["step-000010", "step-000020", "step-000030"]
+    assert loaded == names  # each snapshot once, in order
+    assert [(s["step"], s["label"]) for s in out["steps"]] == [
+        (0, "base policy (step 0)"), (10, "step 10"), (20, "step 20"), (30, "step 30"), (40, "final (step 40)")
+    ]  # fmt: skip
+    expected = ["base", *names, "final"]
+    assert len(out["steps"]) == len(expected)
+    for column, tag in zip(out["steps"], expected, strict=True):
+        assert [s["text"] for s in column["samples"]] == [f"{tag} #0", f"{tag} #1"], column["label"]

@@ -296,3 +296,16 @@ def test_jsonl_tail_waits_for_complete_lines(tmp_path):
         f.write('}\n{"step": 3}\n')
     assert tail.read() == [{"step": 2}, {"step": 3}]
     assert tail.read() == []
+
+
+def test_jsonl_tail_skips_a_corrupt_line_and_goes_on(tmp_path):
+    """A corrupt line (not JSON, not UTF-8, not an object) is skipped and counted, never raised: the follower of a
+    subprocess run must not die on what a crashed writer left."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b'{"step": 1}\n{"step": 2, torn\n\xff\xfe\n[1, 2]\n{"step": 3}\n')
+    tail = JsonlTail(path)
+    assert tail.read() == [{"step": 1}, {"step": 3}]
+    assert tail.skipped == 3
+    with open(path, "ab") as f:
+        f.write(b'{"step": 4}\n')
+    assert tail.read() == [{"step": 4}]

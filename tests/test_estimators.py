@@ -38,12 +38,14 @@ def groups(values):
 def test_every_estimator_is_listed_and_keeps_the_batch_shape():
     assert list(ESTIMATORS) == ["rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce"]
     table = what_if(REWARDS, K)
+    assert list(table) == list(ESTIMATORS)
     assert all(len(v) == len(REWARDS) for v in table.values())
 
 
 def test_group_baselines_sum_to_zero_and_dr_grpo_is_a_scaled_rloo():
     rloo, dr, grpo = rloo_advantages(REWARDS, K), dr_grpo_advantages(REWARDS, K), grpo_advantages(REWARDS, K)
     for name, adv in (("rloo", rloo), ("dr_grpo", dr), ("grpo", grpo)):
+        assert len(adv) == len(REWARDS) and len(groups(adv)) == 3, name
         for g in groups(adv):
             assert sum(g) == pytest.approx(0.0, abs=1e-12), name
     # A_rloo = K/(K-1) * (r - group mean) = K/(K-1) * A_dr_grpo
@@ -126,7 +128,7 @@ def test_grpo_advantages_match_what_trls_grpo_loss_saw(tmp_path, scale_rewards, 
         seen = defaultdict(list)
         for row, a in zip(loss_ids.tolist(), loss_advantages.tolist(), strict=True):
             seen[tuple(row)].append(a)
-        assert seen.keys() == by_completion.keys()
+        assert seen.keys() == by_completion.keys() and len(ids) == len(loss_ids) == 3 * K
         for key, advs in seen.items():
             assert sorted(advs) == pytest.approx(sorted(by_completion[key]), abs=1e-5)
         assert any(abs(a) > 1e-3 for a in ours)  # not a degenerate batch
@@ -176,14 +178,18 @@ def test_reinforce_feeds_the_loss_the_shaped_rewards(tmp_path):
     trainer.loss_inputs = []
     trainer.train()
     groups_by_step = defaultdict(list)
-    for g in state.run.rollouts():
+    rollouts = state.run.rollouts()
+    assert len(rollouts) == 2 * 2  # 2 steps x 2 prompts
+    for g in rollouts:
         groups_by_step[g["step"]].append(g)
+    assert len(trainer.loss_inputs) == 2  # one loss per step
     for step, (_, advantages) in enumerate(trainer.loss_inputs, 1):
         shaped = sorted(c["shaped_reward"] for g in groups_by_step[step] for c in g["completions"])
         assert sorted(advantages.tolist()) == pytest.approx(shaped, abs=1e-5)
         assert any(abs(a) > 1e-3 for a in shaped)
-    for g in state.run.rollouts():
+    for g in rollouts:
         assert g["parity_error"] < 1e-5
+        assert len(g["completions"]) == config.num_generations
         assert all(
             c["baseline"] == 0.0 and c["advantage"] == pytest.approx(c["shaped_reward"], abs=1e-6)
             for c in g["completions"]

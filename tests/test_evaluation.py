@@ -288,3 +288,41 @@ def test_sequence_logprob_sums_the_completion_tokens(models):
     manual = sum(float(full[n - 1 + t, i]) for t, i in enumerate(ids))
     assert sequence_logprob(base, tok, "It was", ids) == pytest.approx(manual, abs=1e-4)
     assert sequence_logprob(base, tok, "It was", []) == 0.0
+
+
+def _logprob_by_hand(model, tok, prompt, ids) -> float:
+    """Σ log p(completion token) from one plain forward of prompt + completion and a log_softmax of its logits."""
+    prompt_ids = tok(prompt).input_ids
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt_ids + list(ids)])).logits[0].log_softmax(-1)
+    return sum(float(logits[len(prompt_ids) - 1 + t, i]) for t, i in enumerate(ids))
+
+
+def test_base_perplexity_is_exp_of_minus_the_mean_token_logprob(models):
+    """Compare's judge: exp(-Σ log p / Σ tokens), pooled over the completions' tokens (an empty one counts none),
+    under the base model's own logits; a perplexity is above 1, so a lost minus sign shows."""
+    import math
+
+    from rloo_demo.eval.judges import base_perplexity
+
+    base, _, tok = models
+    prompts = ["It was", "A film about", "The end"]
+    completions = [tok(" a good film").input_ids, tok(" nothing at all, and then some").input_ids, []]
+    total = sum(_logprob_by_hand(base, tok, p, ids) for p, ids in zip(prompts, completions, strict=True))
+    tokens = sum(len(ids) for ids in completions)
+    assert tokens == len(completions[0]) + len(completions[1]) > 5
+    expected = math.exp(-total / tokens)
+    assert expected > 1
+    assert base_perplexity(base, tok, prompts, completions) == pytest.approx(expected, rel=1e-4)
+    assert base_perplexity(base, tok, prompts[2:], completions[2:]) is None  # no token: no perplexity
+
+
+def test_evaluation_judges_the_base_perplexity_of_each_models_samples(result, expected, models):
+    import math
+
+    base, _, tok = models
+    for label, mine in zip(("base", "trained"), expected, strict=True):
+        assert len(mine["ids"]) == 4 * PER_PROMPT
+        total = sum(_logprob_by_hand(base, tok, p, ids) for p, ids in zip(mine["prompts"], mine["ids"], strict=True))
+        tokens = sum(len(ids) for ids in mine["ids"])
+        assert result["judges"][label]["base_perplexity"] == pytest.approx(math.exp(-total / tokens), rel=1e-4)

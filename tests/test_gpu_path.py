@@ -21,6 +21,17 @@ DOCKERFILE = (ROOT / "Dockerfile.gpu").read_text()
 OPERATING = (ROOT / "docs" / "operating.md").read_text()  # the "On a GPU" section, moved there from README.md
 
 
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# These check what a machine WITHOUT a GPU or vLLM says; on one that has them, scripts/gpu_check.sh is the check.
+no_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+no_gpu = pytest.mark.skipif(_has_gpu(), reason="this machine has a CUDA GPU: run scripts/gpu_check.sh instead")
+
+
 def test_use_vllm_and_bf16_pass_through_to_trl(tmp_path):
     args = rloo_config(RunConfig(use_vllm=True, bf16=True), tmp_path)
     assert args.use_vllm is True and args.vllm_mode == "colocate" and args.bf16 is True
@@ -28,8 +39,9 @@ def test_use_vllm_and_bf16_pass_through_to_trl(tmp_path):
     assert plain.use_vllm is False and plain.bf16 is False
 
 
+@no_vllm
+@no_gpu
 def test_use_vllm_says_what_is_missing(monkeypatch):
-    assert importlib.util.find_spec("vllm") is None  # this machine: no vllm, no GPU
     problem = RunConfig(use_vllm=True).problems()["use_vllm"]
     assert problem.startswith("vllm is not installed here") and "pip install vllm" in problem
     real = importlib.util.find_spec
@@ -39,12 +51,14 @@ def test_use_vllm_says_what_is_missing(monkeypatch):
     assert "use_vllm" in PUBLIC.config_problems(RunConfig(use_vllm=True))
 
 
+@no_vllm
 def test_the_cli_refuses_use_vllm_in_one_line(capsys):
     assert cli_main(["train", "--use-vllm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: use_vllm: vllm is not installed here")
 
 
+@no_gpu
 def test_gpu_check_script_says_plainly_there_is_no_gpu(tmp_path):
     text = SCRIPT.read_text()
     assert os.access(SCRIPT, os.X_OK) and "set -euo pipefail" in text

@@ -206,3 +206,58 @@ def test_public_server_refuses_a_meter_that_would_cost_more_than_its_budget(tmp_
         assert "Gradient-variance meter: 2 measurement(s)" in estimate and "K = 2" in estimate
     finally:
         controller.close()
+
+
+# --- the arena's rounds, without training ------------------------------------------------------------------------
+
+
+def test_each_seed_round_of_the_arena_trains_with_its_own_seed(tmp_path, monkeypatch):
+    """3 seeds x 2 estimators: the arena's child commands, read back through the CLI's own parser, are 6 trainings
+    with seeds base, base+1, base+2 (each estimator once per seed) and otherwise the base settings; each is then
+    evaluated, and the summary records the seed each run really used."""
+    from pathlib import Path
+
+    from rloo_demo import arena
+    from rloo_demo.cli import build_parser, config_from_args
+
+    trained, evaluated = [], []
+
+    def fake_run(command, log):
+        assert command[1:3] == ["-m", "rloo_demo"]
+        args = build_parser().parse_args(command[3:])
+        if command[3] == "train":
+            config = config_from_args(args)
+            trained.append(config)
+            folder = Path(config.output_dir) / config.run_name
+            folder.mkdir(parents=True, exist_ok=True)  # (a repeated name is for the asserts below to report)
+            (folder / "status.json").write_text(json.dumps({"status": "finished"}))
+            (folder / "metrics.jsonl").write_text('{"step": 1, "step_time": 1.0}\n{"step": 2, "step_time": 0.5}\n')
+        else:
+            assert command[3] == "evaluate"
+            evaluated.append(Path(args.run).name)
+            seed = int(Path(args.run).name.rsplit("-s", 1)[1])
+            result = {"samples_per_prompt": 1, "base_rewards": [0.0, 0.0], "trained_rewards": [seed, seed]}
+            (Path(args.run) / "evaluation.json").write_text(json.dumps(result))
+        return 0, 123.0
+
+    monkeypatch.setattr(arena, "_run", fake_run)
+    base = RunConfig(seed=7, max_steps=5, prompts_per_step=2, num_generations=4, learning_rate=1e-3)
+    summary = arena.run_arena(base, ["rloo", "reinforce"], 3, str(tmp_path), eval_prompts=4, echo=lambda *_: None)
+
+    assert len(trained) == 6
+    assert [(c.seed, c.estimator) for c in trained] == [
+        (7, "rloo"), (7, "reinforce"), (8, "rloo"), (8, "reinforce"), (9, "rloo"), (9, "reinforce")
+    ]  # fmt: skip
+    assert len({c.run_name for c in trained}) == 6
+    assert all(c.run_name.endswith(f"-{c.estimator}-s{c.seed}") for c in trained)
+    same = {"seed", "estimator", "run_name", "output_dir"}
+    expected = {k: v for k, v in base.to_dict().items() if k not in same}
+    for c in trained:
+        assert {k: v for k, v in c.to_dict().items() if k not in same} == expected
+        assert c.output_dir == str(tmp_path)
+    assert evaluated == [c.run_name for c in trained]
+    assert [(r["estimator"], r["seed"]) for r in summary["runs"]] == [(c.estimator, c.seed) for c in trained]
+    rows = {r["estimator"]: r for r in summary["rows"]}
+    assert rows["rloo"]["seeds"] == rows["reinforce"]["seeds"] == [7, 8, 9]
+    assert rows["rloo"]["gain"] == pytest.approx(8.0)  # the mean of the gains 7, 8 and 9 the evaluations reported
+    assert "3 seeds (7..9)" in summary["settings"]

@@ -122,3 +122,31 @@ def test_a_snapshot_asked_for_during_a_step_is_the_model_after_it(tmp_path):
     assert race["copied_mid_step"] == [False, False, False]  # each reader waited for the step to end
     assert race["snapshots"] == race["after"]  # and copied the whole update, not half of it
     assert race["before"][1:] == race["after"][:-1] and race["after"][0] != race["before"][0]  # the steps moved it
+
+
+class _FailInTheUpdate:
+    """A callback that raises inside the optimiser step, after the weights lock was taken."""
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        raise RuntimeError("the optimiser step failed")
+
+    def __getattr__(self, name):  # every other hook: nothing
+        return lambda *a, **k: None
+
+
+def test_a_failed_optimiser_step_releases_the_weights_lock(tmp_path):
+    """An error between the lock's two hooks must not leave it held: every later reader (Compare, the probe, a
+    snapshot) would wait on it for ever."""
+    from rloo_demo.engine.capture import CapturingRLOOTrainer
+    from rloo_demo.engine.training import train
+
+    class FailsInTheUpdate(CapturingRLOOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.add_callback(_FailInTheUpdate())  # after the engine's callbacks, the weights lock among them
+
+    config = RunConfig(max_steps=2, prompts_per_step=2, num_generations=2, max_new_tokens=6, output_dir=str(tmp_path))
+    state = train(config, RunState(config), trainer_cls=FailsInTheUpdate)
+    assert state.status == "failed" and "the optimiser step failed" in state.error
+    assert state.weights.lock.acquire(blocking=False), "the weights lock is still held after the failed step"
+    state.weights.lock.release()

@@ -70,7 +70,10 @@ def test_meter_metrics_reach_the_channel_and_metrics_jsonl(runs):
     on_disk = state.run.metrics()
     live = state.channel.snapshot()
     assert [r["step"] for r in on_disk] == [r["step"] for r in live] == [1, 2]
+    assert len(ESTIMATORS) >= 2
     for record in (on_disk[-1], live[-1]):
+        measured = {k.split("/", 1)[1] for k in record if k.startswith("variance/")} - {"seconds", "samples"}
+        assert measured == set(ESTIMATORS)
         for name in ESTIMATORS:
             assert record[f"variance/{name}"] > 0, name
             assert -1 <= record[f"cosine/{name}"] <= 1, name
@@ -83,7 +86,9 @@ def test_meter_metrics_reach_the_channel_and_metrics_jsonl(runs):
 
 def test_the_meter_scores_the_batch_as_trls_loss_does(runs):
     (trainer, _), _ = runs
+    assert len(trainer.batches) == STEPS
     for batch in trainer.batches:
+        assert len(batch["logps_now"]) == batch["old_logps"].numel() == 2 * 4
         assert batch["logps_now"] == pytest.approx(batch["old_logps"].tolist(), abs=1e-4)
 
 
@@ -93,6 +98,7 @@ def test_the_meter_does_not_change_training(runs):
     def rows(state):
         return [(c["text"], round(c["advantage"], 5)) for g in state.run.rollouts() for c in g["completions"]]
 
+    assert len(rows(plain)) == STEPS * 2 * 4  # 2 prompts x K=4 per step: the comparison is not [] == []
     assert rows(metered) == rows(plain)
     assert "variance/rloo" not in plain.run.metrics()[0]
 
@@ -100,12 +106,14 @@ def test_the_meter_does_not_change_training(runs):
 def test_step_diagnostics_in_metrics_and_rollouts(runs):
     (_, state), _ = runs
     records = state.run.metrics()
+    assert [r["step"] for r in records] == list(range(1, STEPS + 1))
     for r in records:
         for key in ("frac_raw_score_zero_std", "kl_k1", "kl_k2", "kl_k3", "judges/distinct_2", "judges/repetition"):
             assert key in r, key
         assert r["frac_raw_score_zero_std"] >= r["frac_reward_zero_std"]  # shaped rewards hide equal raw scores
     for step, record in enumerate(records, 1):
         completions = [c for g in state.run.rollouts() if g["step"] == step for c in g["completions"]]
+        assert len(completions) == 2 * 4
         assert all(c["kl_k2"] >= 0 and c["kl_k3"] >= 0 for c in completions)
         mean_k1 = sum(c["kl"] for c in completions) / len(completions)
         assert record["kl_k1"] == pytest.approx(mean_k1, abs=1e-6)  # k1 is the KL that shaped the reward

@@ -97,7 +97,7 @@ def test_an_uncached_hub_model_is_measured_before_any_download(monkeypatch):
     """Online, the hub's safetensors metadata (a few small requests) decides before snapshot_download runs."""
     import huggingface_hub
 
-    from rloo_demo.models import hub
+    from rloo_demo.models import model_size
 
     calls = []
 
@@ -114,7 +114,7 @@ def test_an_uncached_hub_model_is_measured_before_any_download(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", metadata)
-    monkeypatch.setattr(hub, "is_offline", lambda: False)
+    monkeypatch.setattr(model_size, "is_offline", lambda: False)  # where check_policy_fits looks it up
     with pytest.raises(TooLarge, match=r"7.00B parameters \(28.0 GB in fp32\)"):
         check_policy_fits(RunConfig(policy="org/seven-b"), free=(16 * 10**9, "GPU"))
     assert calls == [("download", "org/seven-b", True), ("metadata", "org/seven-b")]

@@ -82,7 +82,7 @@ HOSTILE_SETTINGS = [
     ({"use_lora": "yes"}, "must be true or false"),
     ({"prompt_template": "<script>alert(1)</script>"}, "unknown template"),
     ({"lora_target_modules": ["../../x"]}, "module names"),
-    ({"temperature": 0}, "(0, 10]"),
+    ({"temperature": 0}, "[0.01, 10]"),
     ({"top_p": 2}, "(0, 1]"),
     ({"policy": {"nested": "object"}}, "must be a text"),
     ({"max_new_tokens": [24]}, "must be a whole number"),

@@ -144,6 +144,31 @@ def test_k3_is_never_negative_and_k1_sums_to_kl(g):
     assert tokens.k3(-1.0, -1.0) == 0.0 and tokens.k3(0.0, -800.0) > 0  # no overflow far from the reference
 
 
+def test_per_token_k3_is_schulmans_with_the_ratio_ref_over_pi(g):
+    """k3 = r - 1 - log r with r = pi_ref / pi, i.e. exp(x) - 1 - x for x = log pi_ref - log pi, worked out here per
+    token; the inverted ratio (x = log pi - log pi_ref) is also never negative, so only the values tell them apart."""
+    import math
+
+    from rloo_demo.engine.diagnostics import kl_estimates
+
+    c = g["completions"][0]
+    expected = [math.exp(ref - logp) - 1 - (ref - logp) for logp, ref in zip(BEFORE, REF, strict=True)]
+    inverted = [math.exp(logp - ref) - 1 - (logp - ref) for logp, ref in zip(BEFORE, REF, strict=True)]
+    assert len(expected) == 5
+    assert all(
+        abs(e - i) > 1e-3 for e, i in zip(expected, inverted, strict=True) if e > 0
+    )  # the input tells them apart
+    assert tokens.token_kl(c, "k3") == pytest.approx(expected, rel=1e-12, abs=1e-15)
+    assert tokens.values_for(c, "k3") == pytest.approx(expected, rel=1e-12, abs=1e-15)
+    # by hand: log pi = -2, log pi_ref = -2.5: x = -0.5, e^-0.5 - 0.5 = 0.10653; log pi = -5, log pi_ref = -4: x = 1, e - 2
+    assert tokens.k3(-2.0, -2.5) == pytest.approx(0.1065306597126334, rel=1e-12)
+    assert tokens.k3(-5.0, -4.0) == pytest.approx(math.e - 2, rel=1e-12)
+    # the per-token values sum to the completion's k3 as the diagnostics compute it from log pi - log pi_ref
+    assert tokens.total(tokens.token_kl(c, "k3")) == pytest.approx(
+        kl_estimates([b - r for b, r in zip(BEFORE, REF, strict=True)])["k3"], rel=1e-12
+    )
+
+
 # ----------------------------------------------------------------------------- the batch heatmap
 
 

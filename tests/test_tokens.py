@@ -113,6 +113,7 @@ def test_token_logps_are_the_ones_trl_used(kl_run):
     trainer, _ = kl_run
     assert len(trainer.captured) == len(trainer.loss_batches) == 2
     for (_, batch, rows), (loss_ids, old_logps) in zip(trainer.captured, trainer.loss_batches, strict=True):
+        assert len(rows) == len(loss_ids) == 2 * 4  # 2 prompts x K=4
         ours = defaultdict(list)
         for row_ids, c in zip(batch["completion_ids"].tolist(), rows, strict=True):
             ours[tuple(row_ids)].append(sum(c["token_logp"]))
@@ -130,7 +131,9 @@ def test_entropy_is_the_one_trl_logged(kl_run):
     by_step = defaultdict(list)
     for step, c in completions(state.run):
         by_step[step] += c["token_entropy"]
-    for record in state.run.metrics():
+    metrics = state.run.metrics()
+    assert [r["step"] for r in metrics] == [1, 2]
+    for record in metrics:
         values = by_step[record["step"]]
         assert sum(values) / len(values) == pytest.approx(record["entropy"], abs=1e-3)
 
@@ -209,6 +212,7 @@ def test_rollouts_of_a_step_are_written_with_its_update(kl_run):
     assert trainer._pending is None
     assert state.rollout_steps == [1, 2]
     for step in (1, 2):
+        assert len(state.rollouts[step]) == 2 and all(len(g["completions"]) == 4 for g in state.rollouts[step])
         assert all("token_logp_after" in c for g in state.rollouts[step] for c in g["completions"])
     lines = (state.run.path / "rollouts.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 1, 2, 2]
@@ -216,6 +220,7 @@ def test_rollouts_of_a_step_are_written_with_its_update(kl_run):
 
 def test_without_beta_there_is_no_reference_list(tmp_path):
     _, state = recorded_run(tmp_path, max_steps=1, beta=0.0, snapshot_every=0)
+    assert len(completions(state.run)) == 2 * 4  # 1 step, 2 prompts x K=4
     for _, c in completions(state.run):
         assert "token_ref_logp" not in c
         assert {"token_texts", "token_logp", "token_entropy", "token_logp_after"} <= set(c)
@@ -280,6 +285,7 @@ def test_snapshots_are_saved_every_n_steps(kl_run):
     assert not [p for p in (state.run.path / "snapshots").iterdir() if p.name.startswith(".")]
     model = snapshots.load_snapshot(state.run.path / "snapshots" / "step-000002", state.config.policy)
     final = trainer.accelerator.unwrap_model(trainer.model).state_dict()
+    assert len(model.state_dict()) > 0
     for name, weights in model.state_dict().items():
         assert torch.equal(weights, final[name]), name  # the last snapshot is the policy as training left it
 

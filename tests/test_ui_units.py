@@ -217,3 +217,106 @@ def test_the_smoothing_slider_event_goes_through_the_shared_builds(tmp_path, mon
     outs = [redraw("slid", value, "en") for value in (0.31, 0.3, 0.29999, math.nan, "x")]
     assert builds == [(0.3, "en"), (None, "en")]
     assert all(len(out) == 10 for out in outs)  # every plot, each time
+
+
+# ----------------------------------------------------------------------------- Compare: which model fills which column
+
+
+class _Tagged:
+    """A stand-in policy: only its tag matters to the fake sampler below."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def eval(self):
+        return self
+
+
+COMPARE_TEXTS = {  # what each model says (vader scores them far apart, so a swap shows in every number)
+    "base": ["awful, boring and terrible", "the worst film, sad and dull", "bad bad bad"],
+    "trained": ["wonderful, a great and lovely film", "amazing! the best, truly good", "good good good"],
+}
+
+
+def _compare_controller(tmp_path, monkeypatch):
+    """A controller over one finished run with a saved model, whose base and trained policies are tagged stand-ins
+    (loaded by folder, as the real ones are) and whose sampler returns each model's own texts."""
+    from rloo_demo.server import inference as inference_module
+    from rloo_demo.server.runner import Runner
+    from rloo_demo.ui.controller import Controller
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="cmp"))
+    (run.path / "model").mkdir()
+    (run.path / "model" / "config.json").write_text("{}")
+    run.set_status("finished")
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    trained_folder = str(run.model_dir)
+
+    def load(name):
+        return (_Tagged("trained" if name == trained_folder else "base"), None)
+
+    def fake_sample(model, tok, prompt, n, *args):
+        texts = COMPARE_TEXTS[model.tag][:n]
+        return [{"text": text, "token_ids": [len(model.tag)] * (i + 1)} for i, text in enumerate(texts)]
+
+    monkeypatch.setattr(controller.inference, "_load", load)
+    monkeypatch.setattr(inference_module, "sample", fake_sample)
+    monkeypatch.setattr(inference_module, "base_perplexity", lambda model, tok, prompts, ids: float(10 * ids[0][0]))
+    return controller, run.name
+
+
+def test_compare_puts_each_models_samples_in_its_own_column(tmp_path, monkeypatch):
+    """The Compare tab's Sample handler, from the controller to the two tables and the summary: the base column
+    holds the base model's samples and scores, the trained column the trained model's (a swap anywhere on the way,
+    in the server, the tables or the handler, fails here)."""
+    from rloo_demo.eval.evaluation import Scorer
+    from rloo_demo.ui.app import build_app
+
+    controller, name = _compare_controller(tmp_path, monkeypatch)
+    demo = build_app(controller)
+    handler = next(fn.fn for fn in demo.fns.values() if fn.api_name == "compare_sample")
+    component = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    out = handler("me", name, "This movie was", 3, 8, 1.0, 1.0, 5, "en")
+
+    scorer = Scorer(RunConfig())
+    expected = {}
+    for label, texts in COMPARE_TEXTS.items():
+        scores, rewards = scorer(["This movie was"] * 3, texts)
+        expected[label] = [
+            [round(r, 3), *[round(s[i], 3) for s in scores.values()], t]
+            for i, (t, r) in enumerate(zip(texts, rewards, strict=True))
+        ]
+    assert expected["base"] != expected["trained"] and list(scores)[0] == "vader_compound"
+    assert out[component["base-samples"]].value["headers"] == ["reward", *scores, "completion"]
+    assert out[component["base-samples"]].value["data"] == expected["base"]
+    assert out[component["trained-samples"]].value["data"] == expected["trained"]
+    mean = {label: sum(row[0] for row in rows) / 3 for label, rows in expected.items()}
+    assert mean["base"] < 0 < mean["trained"]
+    summary = out[component["compare-summary"]]
+    assert f"base **{mean['base']:+.3f}**, trained **{mean['trained']:+.3f}**" in summary
+    # perplexities: the fake gives 10 x the first token id, 4 for "base" and 7 for "trained"
+    assert "perplexity 40 → 70" in summary
+
+
+def test_compare_summary_and_tables_keep_base_and_trained_apart():
+    from rloo_demo.ui.views import compare_summary, compare_table
+
+    base = [{"text": "b", "reward": -0.25, "scores": {"vader_compound": -0.5, "length_penalty": 0.25}}]
+    trained = [{"text": "t", "reward": 0.75, "scores": {"vader_compound": 0.5, "length_penalty": 0.25}}]
+    headers, rows = compare_table(base)
+    assert headers == ["reward", "vader_compound", "length_penalty", "completion"]
+    assert rows == [[-0.25, -0.5, 0.25, "b"]]
+    assert compare_table(trained)[1] == [[0.75, 0.5, 0.25, "t"]]
+    result = {
+        "trained_on": ["vader_compound", "length_penalty"],
+        "seed": 3,
+        "base": base + [{"reward": -0.75}],  # mean -0.5
+        "trained": trained + [{"reward": 0.25}],  # mean +0.5
+        "judges": {
+            "base": {"distinct_2": 0.91, "repetition": 0.02, "base_perplexity": 120.0},
+            "trained": {"distinct_2": 0.34, "repetition": 0.56, "base_perplexity": 900.0},
+        },
+    }
+    md = compare_summary(result)
+    assert "base **-0.500**, trained **+0.500**" in md and "same seed 3" in md
+    assert "distinct-2 0.91 → 0.34" in md and "repetition 0.02 → 0.56" in md and "perplexity 120 → 900" in md

@@ -182,3 +182,38 @@ def test_summary_table_has_every_estimator_and_the_columns():
     assert "variance_vs_rloo" in table and "cosine_to_reference" in table
     record = metrics_record(stats, 1.5, 80)
     assert record["variance/seconds"] == 1.5 and set(f"variance/{e}" for e in ESTIMATORS) <= set(record)
+
+
+def test_meter_statistics_by_hand_with_two_and_three_replicates():
+    """Few replicates, numbers worked out by hand: the trace of the sample covariance divides by R - 1 (R = 2: by 1,
+    where dividing by R would halve it), the cosine is averaged over the replicates with a non-zero estimate, and the
+    noise-to-signal is the variance over the squared norm of the mean."""
+    estimates = torch.tensor(
+        [
+            [[1.0, 0.0], [3.0, 0.0]],  # mean (2, 0); deviations (-1, 0), (1, 0): trace 2, over R - 1 = 1
+            [[0.0, 2.0], [0.0, -2.0]],  # mean (0, 0); deviations (0, 2), (0, -2): trace 8; no signal
+        ],
+        dtype=torch.float64,
+    )
+    references = torch.tensor([[1.0, 1.0], [0.0, 2.0]], dtype=torch.float64)
+    stats = meter_statistics(estimates, references, ["a", "b"])
+    assert list(stats) == ["a", "b"]
+    assert stats["a"]["variance"] == pytest.approx(2.0, rel=1e-12)
+    assert stats["a"]["noise_to_signal"] == pytest.approx(2.0 / 4.0, rel=1e-12)
+    # cosines: (1, 0) to (1, 1) is 1/sqrt(2); (3, 0) to (0, 2) is 0
+    assert stats["a"]["cosine"] == pytest.approx((1 / math.sqrt(2) + 0.0) / 2, rel=1e-12)
+    assert stats["b"]["variance"] == pytest.approx(8.0, rel=1e-12)
+    assert math.isnan(stats["b"]["noise_to_signal"])
+    # (0, 2) to (1, 1) is 1/sqrt(2); (0, -2) to (0, 2) is -1
+    assert stats["b"]["cosine"] == pytest.approx((1 / math.sqrt(2) - 1.0) / 2, rel=1e-12)
+
+    three = torch.tensor([[[0.0, 0.0], [1.0, 2.0], [2.0, 4.0]]], dtype=torch.float64)
+    # mean (1, 2); squared deviations 5, 0, 5: trace 10 over R - 1 = 2 (over R it would be 3.33)
+    stats = meter_statistics(three, None, ["rloo"])
+    assert stats["rloo"]["variance"] == pytest.approx(5.0, rel=1e-12)
+    assert stats["rloo"]["noise_to_signal"] == pytest.approx(5.0 / 5.0, rel=1e-12)
+    assert math.isnan(stats["rloo"]["cosine"])  # no references
+    refs = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 4.0]], dtype=torch.float64)
+    # replicate 0's estimate is zero (left out); (1, 2) to (0, 1) is 2/sqrt(5); (2, 4) to (2, 4) is 1
+    cosine = meter_statistics(three, refs, ["rloo"])["rloo"]["cosine"]
+    assert cosine == pytest.approx((2 / math.sqrt(5) + 1.0) / 2, rel=1e-12)

@@ -12,10 +12,12 @@ without copying or patching TRL code:
 3. the output of ``_generate_and_score_completions``: the completion mask and the advantages tensor that goes to
    the loss.
 
-From 1 and 2 it forms the shaped rewards exactly as TRL does (weighted sum, minus ``beta`` times the masked sum of
-``logp - logp_ref``), and the baselines with ``rloo_demo.advantages``. It then checks that this arithmetic gives
-TRL's advantages, and records TRL's advantages (not its own). A mismatch means that TRL's algorithm changed; it is
-recorded in each group as ``parity_error`` rather than hidden.
+From 1 and 2 it forms the shaped rewards exactly as TRL does (the weighted sum of ``rloo_demo.task.rewards.
+combine_scores``, minus ``beta`` times the masked sum of ``logp - logp_ref``), and the baselines with
+``rloo_demo.advantages``. It then checks that this arithmetic gives TRL's advantages, and records TRL's advantages
+(not its own). A mismatch means that TRL's algorithm changed; it is recorded in each group as ``parity_error``
+rather than hidden. A completion that no reward function scored is recorded as TRL treats it: NaN reward, baseline
+and raw advantage, left out of its siblings' baselines, and advantage 0.
 
 Each step it also logs what TRL does not (``rloo_demo.engine.diagnostics``): the three KL estimators of every completion
 (k1, TRL's, shapes the reward; k2 and k3 are >= 0), the share of groups whose raw scores are all equal, and the
@@ -45,7 +47,15 @@ import torch
 from transformers import TrainerCallback
 from trl import RLOOTrainer
 
-from rloo_demo.advantages import NORMALIZE_EPS, group, leave_one_out_baselines, normalize
+from rloo_demo.advantages import (
+    NORMALIZE_EPS,
+    combine_scores,
+    final_advantages,
+    group,
+    leave_one_out_baselines,
+    mean_and_std,
+    shaped_rewards,
+)
 from rloo_demo.chat import completion_text, prompt_text
 from rloo_demo.engine.diagnostics import kl_estimators, step_diagnostics
 from rloo_demo.engine.tokens import round_keeping_sum
@@ -162,12 +172,12 @@ class CapturingRLOOTrainer(RLOOTrainer):
         local_rows = mask.size(0)  # gathered in rank order, the same number of rows per rank
         tokens = self._token_lists(cap, output) if self.record_tokens else None
 
-        raw = cap["rewards_per_func"]  # already gathered over processes by TRL
+        raw = cap["rewards_per_func"]  # already gathered over processes by TRL, None already turned into NaN
         weights = self.reward_weights.float().cpu()
-        weighted = (raw * weights.unsqueeze(0)).nansum(dim=1)
-        if self.reward_clip_range:
-            weighted = weighted.clamp(min=self.reward_clip_range[0], max=self.reward_clip_range[1])
-        shaped = (weighted - self.beta * torch.tensor(kl)).tolist()
+        # The one combination (NaN for a completion no function scored, TRL's clip range), not a nansum of our own:
+        # a nansum turns an unscorable completion into a reward of 0, which TRL does not.
+        weighted = combine_scores(raw.T.tolist(), weights.tolist(), self.reward_clip_range)
+        shaped = shaped_rewards(weighted, kl, self.beta)
         self._replace_advantages(output, shaped)
         advantages = acc.gather(output["advantages"].detach().float()).cpu().tolist()
 
@@ -330,15 +340,14 @@ class _StepBoundary(TrainerCallback):
 
 def _check_parity(groups: list[dict], normalized: bool) -> None:
     """Store in each group the largest gap between our arithmetic and TRL's advantages (and, with normalisation,
-    the batch mean and standard deviation that TRL divided by)."""
+    the batch mean and standard deviation that TRL divided by). Undefined (NaN) raw advantages take no part in the
+    normalisation and are expected as 0, as TRL zeroes them."""
     raw = [c["raw_advantage"] for g in groups for c in g["completions"]]
-    expected = iter(normalize(raw) if normalized else raw)
+    expected = iter(final_advantages(raw, normalized))
     for g in groups:
         g["parity_error"] = max(abs(next(expected) - c["advantage"]) for c in g["completions"])
     if normalized:
-        n = len(raw)
-        mean = sum(raw) / n
-        std = (sum((r - mean) ** 2 for r in raw) / (n - 1)) ** 0.5 if n > 1 else 0.0
+        mean, std = mean_and_std(raw)
         for g in groups:
             g["normalization"] = {"mean": mean, "std": std, "eps": NORMALIZE_EPS}
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from rloo_demo.eval.judges import judge_texts
+
 ZERO_STD_ATOL = 1e-8  # torch.isclose(std, 0)'s default absolute tolerance, TRL's test for a zero-std group
-KL_SHAPING_ESTIMATOR = "k1"  # the estimator RLOOTrainer subtracts (times beta) from the reward
 
 
 def kl_estimators(log_ratio, mask):
@@ -61,7 +62,6 @@ def step_diagnostics(groups: list[dict]) -> dict[str, float]:
     """The step-metric keys from a step's captured groups: ``frac_raw_score_zero_std`` (next to TRL's
     ``frac_reward_zero_std``), the batch means ``kl_k1``/``kl_k2``/``kl_k3`` (nats per completion; only when the
     completions carry k2 and k3, i.e. beta > 0) and the live judges ``judges/distinct_2``, ``judges/repetition``."""
-    from rloo_demo.eval.judges import judge_texts
 
     completions = [c for g in groups for c in g["completions"]]
     if not completions:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rloo_demo.advantages import combine_scores
 from rloo_demo.engine.variance import (
     REPLICATES,
     GradientAccumulator,
@@ -21,6 +22,12 @@ from rloo_demo.engine.variance import (
     metrics_record,
     summary_rows,
 )
+from rloo_demo.errors import NotFound
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.sampling import sample_token_ids
+from rloo_demo.models.templates import encode_prompt
+from rloo_demo.task.data import run_prompts
+from rloo_demo.task.rewards import WeightedReward
 
 
 def trainable_parameters(model) -> list[torch.nn.Parameter]:
@@ -113,7 +120,6 @@ def measure(
 
     ``reference_logprobs(prompt_ids, prompt_mask, completions)`` gives the reference model's log-probabilities (for
     the KL term of the shaped reward); it is needed when ``settings.beta != 0``."""
-    from rloo_demo.models.sampling import sample_token_ids
 
     start = time.perf_counter()
     k, prompts = inputs.k, inputs.prompt_ids
@@ -228,18 +234,14 @@ class TrainingMeter:
 
 
 def _trainer_reward(trainer) -> Callable[[list[str], list[str]], list[float]]:
-    """The trainer's own reward: its functions' weighted sum (and its clip range), as ``RLOOTrainer`` adds them."""
+    """The trainer's own reward: its functions' scores combined with its weights and clip range by
+    ``combine_scores``, the definition the trainer's record uses, so the extra replicates are scored as the step's
+    own batch was (NaN for a completion no function scored; the estimators give it advantage 0)."""
     weights = trainer.reward_weights.float().cpu().tolist()
 
     def reward(prompts: list[str], texts: list[str]) -> list[float]:
-        total = [0.0] * len(texts)
-        for fn, w in zip(trainer.reward_funcs, weights, strict=True):
-            scores = fn(prompts=prompts, completions=texts)
-            total = [t + w * (s if s is not None else 0.0) for t, s in zip(total, scores, strict=True)]
-        if trainer.reward_clip_range:
-            lo, hi = trainer.reward_clip_range
-            total = [min(max(t, lo), hi) for t in total]
-        return total
+        columns = [fn(prompts=prompts, completions=texts) for fn in trainer.reward_funcs]
+        return combine_scores(columns, weights, trainer.reward_clip_range)
 
     return reward
 
@@ -268,7 +270,6 @@ def _reference(trainer, model):
 def left_padded(tokenizer, prompts: Sequence) -> tuple[list[list[int]], list[list[int]]]:
     """Prompt ids left-padded to a common width with their masks, as TRL batches them (the meter scores each
     completion after its prompt row exactly as the trainer's loss would)."""
-    from rloo_demo.models.templates import encode_prompt
 
     ids = [encode_prompt(tokenizer, p) for p in prompts]
     width = max(len(x) for x in ids)
@@ -280,10 +281,6 @@ def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progres
     """The meter on a run's policy, outside training: ``steps`` batches of the run's training prompts
     (``prompts_per_step`` each, K completions per prompt, all R replicates sampled fresh), scored with the run's
     rewards, beta, sampling settings and reference (the base policy). ``at``: the trained model or the base."""
-    from rloo_demo.errors import NotFound
-    from rloo_demo.models.policy import load_policy
-    from rloo_demo.task.data import run_prompts
-    from rloo_demo.task.rewards import WeightedReward
 
     config = run.config()
     if at == "trained" and run.model_dir is None:

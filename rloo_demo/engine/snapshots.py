@@ -27,6 +27,9 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from rloo_demo.models.policy import load_policy
+from rloo_demo.models.sampling import sample
+
 log = logging.getLogger(__name__)
 
 KEEP_SNAPSHOTS = 8
@@ -114,8 +117,6 @@ def load_snapshot(folder: str | Path, base_policy: str):
     if (folder / "adapter_config.json").is_file():
         from peft import PeftModel
 
-        from rloo_demo.models.policy import load_policy
-
         base, _ = load_policy(base_policy)
         return PeftModel.from_pretrained(base, folder).merge_and_unload().eval()
     return AutoModelForCausalLM.from_pretrained(folder, dtype="float32").eval()
@@ -152,7 +153,6 @@ def probe(
     ``policies`` yields ``(step, label, load)``; each model is loaded only when its turn comes and dropped after, so
     one snapshot at a time is in memory. A snapshot removed meanwhile (thinned by the run) is skipped. Returns one
     entry per policy: ``{"step", "label", "samples": [{"text", "reward"}], "mean_reward"}``."""
-    from rloo_demo.models.sampling import sample
 
     out = []
     for step, label, load in policies:

@@ -2,9 +2,10 @@
 
 - ``rloo``: this app's trainer, ``CapturingRLOOTrainer`` (TRL's ``RLOOTrainer``): A_i = r_i - mean of its K-1
   siblings, with ``beta`` * KL subtracted from the reward r_i.
-- ``reinforce``: the same trainer with the baseline removed, A_i = r_i (the shaped reward). Only the advantage step
-  changes (``ReinforceTrainer`` overrides the capture's two hooks); TRL does everything else, so a difference
-  between ``rloo`` and ``reinforce`` runs is the baseline's doing.
+- ``reinforce``: the same trainer with the baseline removed, A_i = r_i (the shaped reward; 0 for a completion no
+  reward function scored, as RLOO gives it). Only the advantage step changes (``ReinforceTrainer`` overrides the
+  capture's two hooks); TRL does everything else, so a difference between ``rloo`` and ``reinforce`` runs is the
+  baseline's doing.
 - ``grpo``: TRL's own ``GRPOTrainer`` with ``scale_rewards="group"``: A_i = (r_i - group mean) / group std. Here
   ``beta`` enters the *loss* (a per-token k3 KL term against the reference), not the reward as in RLOO; the other
   GRPO settings keep TRL's defaults (``loss_type="dapo"``, token-level importance ratios). Every setting the run's
@@ -25,10 +26,12 @@ import functools
 
 import torch
 
+from rloo_demo.advantages import final_advantages
 from rloo_demo.config import ESTIMATOR_CHOICES
 from rloo_demo.engine.capture import CapturingRLOOTrainer
 from rloo_demo.fast.fast_step import SingleForwardRLOOTrainer, backward_threads, engine_threads
 from rloo_demo.fast.overlap import BackgroundAfterPass
+from rloo_demo.task.rewards import sentiment_pipeline
 
 # RLOOConfig fields that __post_init__ derives from others: GRPOConfig derives its own (setting both is an error).
 _DERIVED = {"generation_batch_size", "steps_per_generation"}
@@ -56,9 +59,10 @@ class ReinforceTrainer(CapturingRLOOTrainer):
         return [0.0] * len(rewards)
 
     def _replace_advantages(self, output: dict, shaped: list[float]) -> None:
-        advantages = torch.tensor(shaped, dtype=torch.float32)
-        if self.normalize_advantages:  # the same normalisation TRL applies after its baseline
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-4)
+        # An unscorable completion's shaped reward is NaN (no reward function scored it): advantage 0, as TRL gives
+        # it, not the -beta * KL that counting its missing reward as 0 would leave. The normalisation, if asked, is
+        # TRL's after its baseline, over the scorable completions only.
+        advantages = torch.tensor(final_advantages(shaped, self.normalize_advantages), dtype=torch.float32)
         rows = output["advantages"].size(0)
         start = self.accelerator.process_index * rows  # this rank's slice of the gathered batch
         output["advantages"] = advantages[start : start + rows].to(output["advantages"].device)
@@ -159,8 +163,6 @@ def models_held(trainer) -> dict:
         name = getattr(fn, "__name__", type(fn).__name__)
         folder = getattr(fn, "model_folder", None)
         if folder is not None:
-            from rloo_demo.task.rewards import sentiment_pipeline
-
             rewards.append({"name": name, "kind": "classifier", "parameters": _count(sentiment_pipeline(folder).model)})
         elif hasattr(fn, "parameters"):
             rewards.append({"name": name, "kind": "model", "parameters": _count(fn)})

@@ -59,16 +59,24 @@ def check_resources(config: RunConfig) -> None:
 
 
 class WeightsLock(TrainerCallback):
-    """Held while the optimiser changes the weights, so a reader can copy a consistent policy."""
+    """Held while the optimiser changes the weights, so a reader can copy a consistent policy. If the step raises
+    between the two hooks, ``train`` releases it (``release_if_held``): a reader must never wait for ever."""
 
     def __init__(self):
         self.lock = threading.Lock()
+        self._held = False
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         self.lock.acquire()
+        self._held = True
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        self.lock.release()
+        self.release_if_held()
+
+    def release_if_held(self) -> None:
+        if self._held:
+            self._held = False
+            self.lock.release()
 
 
 class TqdmProgress(TrainerCallback):
@@ -137,7 +145,11 @@ class RunState:
 
 
 def train(
-    config: RunConfig, state: RunState | None = None, progress: bool = False, stop_file: str | None = None
+    config: RunConfig,
+    state: RunState | None = None,
+    progress: bool = False,
+    stop_file: str | None = None,
+    trainer_cls: type | None = None,
 ) -> RunState:
     """Run RLOO to the end (or to a stop request). Never raises for a failure inside training: the error is in
     ``state.error`` and in the run folder's status. Configuration and resolution errors do raise, before anything
@@ -154,7 +166,7 @@ def train(
     try:
         if run is not None:
             run.set_status("running", started=state.started, **process_identity())
-        trainer = build_trainer(config, state, progress=progress, stop_file=stop_file)
+        trainer = build_trainer(config, state, progress=progress, stop_file=stop_file, trainer_cls=trainer_cls)
         state.trainer = trainer
         acc = trainer.accelerator
         launch = distributed.launch_record(acc, acc.unwrap_model(trainer.model))  # every rank sends its part
@@ -178,6 +190,7 @@ def train(
     except Exception as exc:  # a crash in a reward function, OOM, a full disk, ...: recorded, not raised
         _record_failure(state, exc)
     finally:
+        state.weights.release_if_held()  # an error inside the optimiser step left it held
         state.finished = time.time()
         if state.status in ("pending", "running"):  # a BaseException (SystemExit, ...) ended the thread
             state.status, state.error = "failed", state.error or "training ended without a status"

@@ -61,6 +61,8 @@ class ReplicatePlan:
     ``estimates[e, j, i]``: weight of completion i of replicate j in estimator e's g_hat_j (``A_i / N``).
     ``references[j, j2, i]``: weight of completion i of replicate j2 in the reference for replicate j (zero when
     j2 == j): the leave-one-out advantage within the pooled group of the other replicates, over their count.
+    A completion that no reward function scored has a NaN reward (``rloo_demo.advantages.combine_scores``): the
+    estimators leave it out of their baselines and weight its gradient by 0, as TRL's loss does.
     """
 
     estimators: list[str]

@@ -5,9 +5,11 @@ the run trained on and by a scorer it did not train on (VADER for a classifier-t
 VADER-trained run). A policy that games its reward shows up as a gain on the trained reward without one on the
 held-out scorer.
 
-The difference of the trained reward's means comes with a 95% paired bootstrap interval over prompts. ``kl`` is a
-Monte-Carlo estimate of KL(trained || base) per completion: the mean over trained samples of
-``log p_trained(y) - log p_base(y)``.
+The difference of the trained reward's means comes with a 95% paired bootstrap interval over prompts. A completion
+gets the reward training would give it (``rloo_demo.advantages.combine_scores``): one that no trained function
+scores (each returned ``None``) is unscorable, left out of the means as TRL leaves it out of its logged reward, and a
+function's mean is over the completions it scored. ``kl`` is a Monte-Carlo estimate of KL(trained || base) per
+completion: the mean over trained samples of ``log p_trained(y) - log p_base(y)``.
 
 Reward models can be fooled together (README: at beta = 0 both score "great great great …" as glowing), so the
 text itself is judged too (``rloo_demo.eval.judges``): distinct-2 and the repetition rate of each model's samples, and
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rloo_demo.advantages import is_scored
 from rloo_demo.chat import prompt_text
 from rloo_demo.config import RunConfig
 from rloo_demo.eval.judges import collapse_warning, judge_texts
@@ -52,12 +55,22 @@ class Scorer:
     def heldout_names(self) -> list[str]:
         return [fn.__name__ for fn in self.extra]
 
-    def __call__(self, prompts: Sequence[str], texts: Sequence[str]) -> tuple[dict[str, list[float]], list[float]]:
-        """``(scores by function name, the run's reward)`` for each completion."""
+    def __call__(
+        self, prompts: Sequence[str], texts: Sequence[str]
+    ) -> tuple[dict[str, list[float | None]], list[float]]:
+        """``(scores by function name, the run's reward)`` for each completion: a score is ``None`` where its
+        function does not apply, the reward NaN where no trained function applies (as in training)."""
         scores = self.trained.score_each(prompts, texts)
         for fn in self.extra:
             scores[fn.__name__] = fn(prompts=list(prompts), completions=list(texts))
         return scores, self.trained.combine(scores)
+
+
+def scored_mean(values: Sequence[float | None]) -> float:
+    """The mean of the scored values (not ``None``, not NaN), as TRL's ``nanmean`` of its logged rewards; NaN when
+    there are none."""
+    kept = [float(v) for v in values if is_scored(v)]
+    return statistics.fmean(kept) if kept else math.nan
 
 
 def bootstrap_interval(diffs: Sequence[float], n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -107,12 +120,14 @@ def evaluate(
 
     base, trained = per_model["base"], per_model["trained"]
     k = samples_per_prompt
-    # Paired by prompt: both models saw the same prompts with the same seeds.
+    # Paired by prompt: both models saw the same prompts with the same seeds. A prompt none of whose samples one
+    # model's reward could score has no difference to pair, and is left out.
     diffs = [
-        statistics.fmean(trained["reward"][i * k : (i + 1) * k]) - statistics.fmean(base["reward"][i * k : (i + 1) * k])
+        scored_mean(trained["reward"][i * k : (i + 1) * k]) - scored_mean(base["reward"][i * k : (i + 1) * k])
         for i in range(len(prompts))
     ]
-    lo, hi = bootstrap_interval(diffs, seed=seed)
+    diffs = [d for d in diffs if is_scored(d)]
+    lo, hi = bootstrap_interval(diffs, seed=seed) if diffs else (math.nan, math.nan)
     # log p_base of every sample: the KL's second term for the trained samples, and the judges' perplexity
     base_logps = {
         label: [sequence_logprob(base_model, tokenizer, p, y) for p, y in zip(m["prompts"], m["ids"], strict=True)]
@@ -134,14 +149,14 @@ def evaluate(
         "seed": seed,
         "trained_on": scorer.trained.names,
         "heldout_scorers": scorer.heldout_names,
-        "base_mean_reward": statistics.fmean(base["reward"]),
-        "trained_mean_reward": statistics.fmean(trained["reward"]),
-        "difference": statistics.fmean(diffs),
+        "base_mean_reward": scored_mean(base["reward"]),
+        "trained_mean_reward": scored_mean(trained["reward"]),
+        "difference": statistics.fmean(diffs) if diffs else math.nan,
         "difference_ci95": [lo, hi],
         "per_function": {
             name: {
-                "base": statistics.fmean(base["scores"][name]),
-                "trained": statistics.fmean(trained["scores"][name]),
+                "base": scored_mean(base["scores"][name]),
+                "trained": scored_mean(trained["scores"][name]),
             }
             for name in functions
         },

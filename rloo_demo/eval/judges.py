@@ -1,8 +1,9 @@
 """Judges of the text itself, which a reward model cannot be fooled by: diversity, repetition, and how likely the
 base model finds it.
 
-In the README's beta = 0 experiment the reward climbs to 0.998 while every completion becomes "great great great
-…", and the held-out sentiment classifier is fooled too (0.977). These judges look at the words, not the sentiment:
+In the beta = 0 experiment of docs/learning.md the reward climbs near its maximum while every completion becomes
+"great great great …", and the held-out sentiment classifier is fooled too. These judges look at the words, not the
+sentiment:
 
 - ``distinct_2``: unique word bigrams over all bigrams of a set of samples (Li et al., 2016). Varied text scores
   high; samples that all say the same thing score near 0.
@@ -12,8 +13,8 @@ In the README's beta = 0 experiment the reward climbs to 0.998 while every compl
   Text the base model would not write reads as high perplexity.
 
 ``collapse_warning`` turns them into one plain sentence when they cross the thresholds below. The thresholds are set
-so that the README's beta = 0 run trips them and the default run does not (``tests/test_judges.py`` checks
-constructed texts; README "Experiments" gives the measured values).
+so that the beta = 0 run of docs/learning.md trips them and the default run does not
+(``tests/test_diagnostics.py`` checks constructed texts; docs/learning.md gives the measured values).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def collapse_warning(judges: dict, base: dict | None = None, locale: str = "en")
 
 def base_perplexity(base_model, tokenizer, prompts: Sequence[str], completion_ids: Sequence[list[int]]) -> float | None:
     """The base model's per-token perplexity of completions (token ids) given their prompts, pooled over tokens."""
-    from rloo_demo.models.sampling import sequence_logprob
+    from rloo_demo.models.sampling import sequence_logprob  # torch: loaded on first use, not at start-up
 
     total_logp, tokens = 0.0, 0
     for prompt, ids in zip(prompts, completion_ids, strict=True):

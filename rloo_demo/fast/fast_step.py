@@ -13,8 +13,8 @@ values, keeps the graph, and gives it to the loss instead of running pass 2. TRL
 between scoring and loss, so the kept rows are matched to the loss's rows by their token ids and mask; rows that
 are identical have identical log-probabilities and gradients, so any match among them is the same.
 
-Measured on the embedded policy (16 completions x 24 tokens, 1 thread, ``scripts/bench_engine.py``): the policy
-forward is about 10% of a step. Anything this shortcut cannot prove safe (several processes, where DDP's gradient
+The policy forward is a small share of the embedded policy's step (``scripts/bench_engine.py --ablation`` times
+it; docs/benchmarks.md). Anything this shortcut cannot prove safe (several processes, where DDP's gradient
 hooks need the forward to run through the wrapped model; several steps per generation; multimodal inputs;
 MoE auxiliary losses; evaluation) falls back to TRL's two passes.
 
@@ -218,9 +218,9 @@ def engine_threads(policy: str) -> int:
 
     The embedded policy's matrices are too small to split well over threads: generation is thousands of tiny ops,
     each ending in a barrier, and when another process (or the web server) holds one of the two cores, a 2-thread
-    step waits at each barrier for a thread that is not running (with one core busy, a 2-thread step took
-    1,785 ms, 4x its idle time and 2.8x a 1-thread step's 641 ms, which was 1.05x its own idle time). The backward
-    pass is the exception: see ``backward_threads``. Measured with ``scripts/bench_engine.py`` (README, "The step").
+    step waits at each barrier for a thread that is not running: with one core busy a 2-thread step takes several
+    times its idle time, a 1-thread step about its own. The backward pass is the exception: see
+    ``backward_threads``. ``scripts/bench_engine.py`` measures both (docs/benchmarks.md, "The step").
     """
     env = os.environ.get("RLOO_TORCH_THREADS", "").strip()
     if env:
@@ -232,10 +232,10 @@ def backward_threads(policy: str, num_processes: int = 1) -> int:
     """Intra-op torch threads for the backward pass: up to 2 for the embedded policy on one process, else those of
     ``engine_threads``.
 
-    Its matrices are the step's largest (every token of the batch at once), so 2 threads halve it on 2 idle cores
-    (about 150 -> 80 ms of a 500 ms step), and with a busy core it doubles (the step +19%), far from the 2.8x of a
-    whole step on 2 threads. A fixed count, not one chosen by timing: 1 and 2 threads sum the gradients in different
-    orders, so a count that followed the machine's load would make a seeded run unrepeatable. Several processes
+    Its matrices are the step's largest (every token of the batch at once), so 2 threads nearly halve it on 2 idle
+    cores, and with a busy core the step slows far less than a whole step on 2 threads does (docs/benchmarks.md).
+    A fixed count, not one chosen by timing: 1 and 2 threads sum the gradients in different orders, so a count that
+    followed the machine's load would make a seeded run unrepeatable. Several processes
     (or ``RLOO_TORCH_THREADS``) already share out the cores: they keep one count for the whole step.
     """
     threads = engine_threads(policy)

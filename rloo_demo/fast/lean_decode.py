@@ -1,4 +1,4 @@
-"""Sampling from a GPT-2 policy without ``generate``'s machinery, for the RLOO step (issue 11).
+"""Sampling from a GPT-2 policy without ``generate``'s machinery, for the RLOO step.
 
 Generation is the largest part of a default step on a CPU: 24 decode steps of a 4-layer model, each thousands of
 tiny ops, where ``generate`` adds its own per-step work (mask building, cache bookkeeping, input preparation,
@@ -10,7 +10,7 @@ Each token is then drawn by ``draw``. The engine's is ``inverse_cdf_draw``: one 
 generator, where ``torch.multinomial`` (``multinomial_draw``, what ``generate`` uses) draws an exponential variate
 for every entry of the vocabulary; same distribution, other draws. With ``multinomial_draw`` the decode gives
 ``generate``'s tokens for the same seed (``tests/test_lean_decode.py``), which is how its forward is checked.
-``scripts/bench_generate.py`` times both against ``generate`` (README, "The step").
+``scripts/bench_generate.py`` times both against ``generate`` (docs/internals.md, "The step").
 
 ``lean_plan`` says when this applies: a plain ``GPT2LMHeadModel`` with nothing that changes its forward (dropout
 while training, cross-attention, reordered attention), and generation settings whose only logits processors are
@@ -106,7 +106,7 @@ def lean_plan(model, generation_config: GenerationConfig, prompt_length: int) ->
 
 def multinomial_draw(probs: torch.Tensor) -> torch.Tensor:
     """One token per row as ``generate`` draws it: ``torch.multinomial``, which on a CPU draws an exponential
-    variate for every entry of ``probs`` (65,536 for 16 rows of a 4,096-token vocabulary, about 1.8 ms a step)."""
+    variate for every entry of ``probs`` (16 rows of a 4,096-token vocabulary: 65,536 draws a token)."""
     return torch.multinomial(probs, num_samples=1).squeeze(1)
 
 

@@ -19,10 +19,10 @@ import struct
 from pathlib import Path
 
 from rloo_demo.errors import UserError
+from rloo_demo.models.hub import ASSETS_DIR, is_offline
 
 BYTES_PER_PARAMETER = 4  # fp32 master weights, bf16 or not
 MAX_HEADER_BYTES = 100 * 2**20  # safetensors caps its header at 100 MB
-_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2}
 
 
 class TooLarge(UserError):
@@ -68,8 +68,6 @@ def hub_parameters(repo_id: str) -> int | None:
     downloading the weights; None where neither can tell (offline and not cached: ``resolve_model`` says so)."""
     from huggingface_hub import snapshot_download
 
-    from rloo_demo.models.hub import is_offline
-
     try:
         return folder_parameters(snapshot_download(repo_id, local_files_only=True))
     except Exception:
@@ -87,7 +85,6 @@ def hub_parameters(repo_id: str) -> int | None:
 
 def policy_parameters(name: str) -> int | None:
     """Parameters of a policy by name (embedded, folder or hub id), or None where nothing tells."""
-    from rloo_demo.models.hub import ASSETS_DIR
 
     name = name.strip()
     if name.startswith("embedded:"):

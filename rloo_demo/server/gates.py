@@ -74,7 +74,7 @@ class SamplingGate:
     def _check_share(self) -> None:
         """While a run trains, refuse once sampling has used its share of the last minute. Checked when a job is
         about to run, after the jobs queued before it have run and been counted: checked on arrival, ten visitors
-        arriving together would all pass and then run back to back (measured: training 15x slower)."""
+        arriving together would all pass and then run back to back, and training would crawl (docs/benchmarks.md)."""
         now = self.clock()
         with self._lock:
             while self._spent and now - self._spent[0][0] > SAMPLING_WINDOW:

@@ -17,11 +17,10 @@ A local server (``python app.py`` on your machine) keeps the same checks with th
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
-from rloo_demo.config import MAX_SEED, RunConfig, _short_repr
+from rloo_demo.config import MAX_SEED, TEMPERATURE_RANGE, RunConfig, _short_repr
 from rloo_demo.errors import ConfigError, InputError
 from rloo_demo.models.hub import EMBEDDED_CLASSIFIER, EMBEDDED_POLICY
 from rloo_demo.task.data import EMBEDDED_SOURCE as EMBEDDED_DATA
@@ -30,7 +29,6 @@ from rloo_demo.task.rewards import KEYWORD_PREFIX, LENGTH_TARGET_PREFIX, MODULE_
 PUBLIC_REWARDS = ("vader_compound", "sentiment_classifier", "length_penalty")
 # Built-in rewards with a parameter that a public server offers too: config.problems has checked the parameter
 PUBLIC_REWARD_PREFIXES = (KEYWORD_PREFIX, LENGTH_TARGET_PREFIX)
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
 
 
 @dataclass(frozen=True)
@@ -184,7 +182,7 @@ class Limits:
             "prompt": prompt,
             "num_samples": as_int("number of samples", num_samples, 1, self.max_compare_samples),
             "max_new_tokens": as_int("max new tokens", max_new_tokens, 1, self.max_compare_tokens),
-            "temperature": as_float("temperature", temperature, 0.01, 10.0),
+            "temperature": as_float("temperature", temperature, *TEMPERATURE_RANGE),
             "top_p": as_float("top-p", top_p, 0.01, 1.0),
             "seed": as_int("seed", seed, 0, MAX_SEED),
         }
@@ -207,7 +205,7 @@ class Limits:
         }
 
     def table(self) -> list[tuple[str, str, str]]:
-        """(setting, environment variable, value) rows for the README and the operator."""
+        """(setting, environment variable, value) rows for docs/operating.md and the operator."""
         return [(f.name, ENV_NAMES.get(f.name, ""), str(getattr(self, f.name))) for f in fields(self) if f.repr]
 
 
@@ -241,34 +239,8 @@ PUBLIC = Limits(
     model_cache=3,
 )
 
-ENV_NAMES = {
-    "max_steps": "RLOO_MAX_STEPS",
-    "max_k": "RLOO_MAX_K",
-    "max_prompts_per_step": "RLOO_MAX_PROMPTS_PER_STEP",
-    "max_completions_per_step": "RLOO_MAX_COMPLETIONS_PER_STEP",
-    "max_new_tokens": "RLOO_MAX_NEW_TOKENS",
-    "max_prompt_words": "RLOO_MAX_PROMPT_WORDS",
-    "max_lora_r": "RLOO_MAX_LORA_R",
-    "max_lora_alpha": "RLOO_MAX_LORA_ALPHA",
-    "min_snapshot_every": "RLOO_MIN_SNAPSHOT_EVERY",
-    "max_run_seconds": "RLOO_MAX_RUN_SECONDS",
-    "abandon_seconds": "RLOO_ABANDON_SECONDS",
-    "min_variance_every": "RLOO_MIN_VARIANCE_EVERY",
-    "max_compare_samples": "RLOO_MAX_COMPARE_SAMPLES",
-    "max_compare_tokens": "RLOO_MAX_COMPARE_TOKENS",
-    "max_prompt_chars": "RLOO_MAX_PROMPT_CHARS",
-    "max_eval_prompts": "RLOO_MAX_EVAL_PROMPTS",
-    "sampling_per_minute": "RLOO_SAMPLING_PER_MINUTE",
-    "starts_per_minute": "RLOO_STARTS_PER_MINUTE",
-    "sampling_share": "RLOO_SAMPLING_SHARE",
-    "keep_runs": "RLOO_KEEP_RUNS",
-    "max_runs_mb": "RLOO_MAX_RUNS_MB",
-    "min_free_mb": "RLOO_MIN_FREE_MB",
-    "model_cache": "RLOO_MODEL_CACHE",
-    "allowed_models": "RLOO_ALLOWED_MODELS",
-    "allowed_datasets": "RLOO_ALLOWED_DATASETS",
-    "admin_token": "RLOO_ADMIN_TOKEN",
-}
+# Each limit's environment variable is RLOO_ and its field's name in capitals; ``public`` is set by the mode itself.
+ENV_NAMES = {f.name: f"RLOO_{f.name.upper()}" for f in fields(Limits) if f.name != "public"}
 
 
 # ----------------------------------------------------------------------------- request values
@@ -311,10 +283,6 @@ def as_text(name: str, value, max_chars: int) -> str:
     if len(value) > max_chars:
         raise InputError(f"{name} is {len(value)} characters long; this server takes at most {max_chars}")
     return value
-
-
-def looks_like_hub_id(name: str) -> bool:
-    return _HUB_ID.fullmatch(name) is not None
 
 
 def trusts_forwarded_for(env: Mapping[str, str] | None = None) -> bool:

@@ -27,6 +27,7 @@ from rloo_demo.config import RunConfig, is_valid_run_name
 from rloo_demo.engine.training import TrainingJob, check_resources
 from rloo_demo.errors import Busy, DiskFull, NotFound, NotOwner
 from rloo_demo.server.limits import Limits
+from rloo_demo.server.subprocess_job import SubprocessJob
 from rloo_demo.store.folder import RunFolder
 from rloo_demo.store.listing import list_runs, mark_interrupted, prune_runs
 
@@ -148,8 +149,6 @@ class Runner:
             self._reap()
             self._refuse_if_busy(locked=True)
             if self.backend == "subprocess":
-                from rloo_demo.server.subprocess_job import SubprocessJob
-
                 job = SubprocessJob(config, self.num_processes, budget_seconds=self.limits.max_run_seconds)
             else:
                 job = TrainingJob(config, budget_seconds=self.limits.max_run_seconds)

@@ -9,7 +9,6 @@ apart. Stop is a file the training processes look for at each step boundary (ran
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -21,31 +20,25 @@ from pathlib import Path
 from rloo_demo.config import RunConfig
 from rloo_demo.engine.training import TrainingJob, check_resources
 from rloo_demo.store.folder import RunFolder, default_run_name
-from rloo_demo.store.jsonl import save_config
+from rloo_demo.store.jsonl import read_jsonl_counted, save_config
 
 POLL_SECONDS = 0.2
 ACCELERATE_LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]  # `accelerate launch` of this environment
 
 
 class JsonlTail:
-    """Complete lines appended to a JSONL file since the last read (a half-written last line waits)."""
+    """Complete lines appended to a JSONL file since the last read, through the run folder's one reader
+    (``store.jsonl.read_jsonl_counted``): a half-written last line waits, a corrupt line is skipped and counted."""
 
     def __init__(self, path: Path):
         self.path = path
         self.offset = 0
+        self.skipped = 0
 
     def read(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
-        return [json.loads(line) for line in chunk[: end + 1].splitlines() if line.strip()]
+        records, skipped, self.offset = read_jsonl_counted(self.path, self.offset)
+        self.skipped += skipped
+        return records
 
 
 def free_port() -> int:

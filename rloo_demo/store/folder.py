@@ -36,10 +36,10 @@ from pathlib import Path
 from rloo_demo.config import RunConfig, is_valid_run_name
 from rloo_demo.errors import DiskFull, NotFound, UserError
 from rloo_demo.store.jsonl import atomic_write_text, read_jsonl, read_jsonl_counted, save_config
+from rloo_demo.store.modelcard import model_card
 from rloo_demo.store.process import process_identity
 
 STATUSES = ("running", "finished", "stopped", "failed")
-FINAL_STATUSES = ("finished", "stopped", "failed")
 
 
 def _slug(text: str) -> str:
@@ -160,7 +160,6 @@ class RunFolder:
         return final
 
     def _write_card(self, folder: Path) -> None:
-        from rloo_demo.store.modelcard import model_card
 
         (folder / "README.md").write_text(model_card(self.config(), self.metrics(), self.evaluation()))
 

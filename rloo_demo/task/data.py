@@ -24,6 +24,7 @@ from datasets import Dataset
 
 from rloo_demo.chat import CHAT, is_messages, prompt_key, to_messages
 from rloo_demo.errors import DataError
+from rloo_demo.models.hub import load_hub_dataset
 from rloo_demo.models.templates import effective_template
 
 EMBEDDED_SOURCE = "embedded:imdb"
@@ -109,8 +110,6 @@ def _source_rows(source: str) -> list[dict]:
             raise DataError(f"data file {source!r} does not exist")
         rows = _read_local_rows(path)
     else:
-        from rloo_demo.models.hub import load_hub_dataset
-
         rows = list(load_hub_dataset(source))
     if not rows:
         raise DataError(f"data source {source!r} has no rows")

@@ -16,7 +16,9 @@ Registered names (``REWARDS``):
 - ``length_target:<n>``: 1 at exactly n words, falling linearly with the distance from n, down to -1;
 - ``module:<file.py>:<function>``: your own function with TRL's signature (``rloo_demo.task.user_rewards``; it runs code
   from a file, so a public server refuses it).
-Only the completion is scored, not the prompt: the policy is rewarded for what it wrote.
+Only the completion is scored, not the prompt: the policy is rewarded for what it wrote. A user's function may also
+answer ``None`` where it does not apply; ``combine_scores`` is what that means for a completion's reward, in training
+and everywhere else.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rloo_demo.advantages import combine_scores
 from rloo_demo.chat import completion_text
 from rloo_demo.errors import InputError
 from rloo_demo.models.hub import EMBEDDED_CLASSIFIER, ResolveError, resolve_model
+from rloo_demo.task.user_rewards import check_spec, load_reward
 
-RewardFn = Callable[..., list[float]]
+RewardFn = Callable[..., list[float | None]]
 
 POSITIVE_LABELS = ("POSITIVE", "POS", "LABEL_1")
 
@@ -218,8 +222,6 @@ def check_reward_name(name: str, check_files: bool = True) -> None:
             )
         return
     if name.startswith(MODULE_PREFIX):
-        from rloo_demo.task.user_rewards import check_spec
-
         check_spec(name.removeprefix(MODULE_PREFIX), check_files=check_files)
         return
     raise InputError(
@@ -237,38 +239,47 @@ def build_reward(name: str) -> RewardFn:
     if name.startswith(LENGTH_TARGET_PREFIX):
         return make_length_target_reward(_length_target(name))
     if name.startswith(MODULE_PREFIX):
-        from rloo_demo.task.user_rewards import load_reward
-
         return load_reward(name.removeprefix(MODULE_PREFIX))
     return REWARDS[name]()
 
 
+# ----------------------------------------------------------------------------- combining the functions' scores
+
+
 @dataclass(frozen=True)
 class WeightedReward:
-    """Several reward functions and their weights, summed the way ``RLOOTrainer`` sums them."""
+    """Several reward functions and their weights (and TRL's optional clip range), combined the way
+    ``RLOOTrainer`` combines them (``combine_scores``). A ``RunConfig`` sets no clip range (``rloo_config`` never
+    passes ``reward_clip_range`` to TRL), so the runs' own rewards leave it ``None``, as training does."""
 
     functions: tuple[RewardFn, ...]
     weights: tuple[float, ...]
+    clip_range: tuple[float, float] | None = None
 
     @classmethod
-    def from_names(cls, names: Sequence[str], weights: Sequence[float] | None = None) -> WeightedReward:
+    def from_names(
+        cls,
+        names: Sequence[str],
+        weights: Sequence[float] | None = None,
+        clip_range: Sequence[float] | None = None,
+    ) -> WeightedReward:
         weights = tuple(weights) if weights is not None else (1.0,) * len(names)
         if len(weights) != len(names):
             raise ValueError(f"{len(names)} reward functions but {len(weights)} weights; give one weight each")
-        return cls(tuple(build_reward(n) for n in names), tuple(float(w) for w in weights))
+        clip = (float(clip_range[0]), float(clip_range[1])) if clip_range else None
+        return cls(tuple(build_reward(n) for n in names), tuple(float(w) for w in weights), clip)
 
     @property
     def names(self) -> list[str]:
         return [f.__name__ for f in self.functions]
 
-    def score_each(self, prompts: Sequence[str], completions: Sequence[str]) -> dict[str, list[float]]:
-        """Every function's raw scores, by function name."""
+    def score_each(self, prompts: Sequence[str], completions: Sequence[str]) -> dict[str, list[float | None]]:
+        """Every function's raw scores, by function name (``None`` where a function does not apply)."""
         return {f.__name__: f(prompts=list(prompts), completions=list(completions)) for f in self.functions}
 
-    def combine(self, per_function: dict[str, list[float]]) -> list[float]:
-        """The weighted sum of raw scores, per completion."""
-        columns = [per_function[f.__name__] for f in self.functions]
-        return [sum(w * s for w, s in zip(self.weights, row, strict=True)) for row in zip(*columns, strict=True)]
+    def combine(self, per_function: dict[str, list[float | None]]) -> list[float]:
+        """The reward of each completion (``combine_scores``): NaN for one that no function scored."""
+        return combine_scores([per_function[f.__name__] for f in self.functions], self.weights, self.clip_range)
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
         return self.combine(self.score_each(prompts, completions))

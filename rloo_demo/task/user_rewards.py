@@ -26,7 +26,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from rloo_demo.chat import prompt_text
+from rloo_demo.chat import completion_text, prompt_text
 from rloo_demo.errors import InputError, UserError
 
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
@@ -111,7 +111,6 @@ def load_reward(spec: str):
 def checked(fn, name: str, origin: str):
     """``fn`` wrapped: called with text prompts and completions, its result checked (``check_scores``), and an
     exception turned into a ``RewardFunctionError`` that names it. Keeps ``name`` as ``__name__`` (the metric key)."""
-    from rloo_demo.chat import completion_text
 
     resolved = Path(origin).expanduser().resolve()
 

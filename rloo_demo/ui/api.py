@@ -1,4 +1,4 @@
-"""The named API endpoints for ``gradio_client`` (documented in the README). Each calls one controller method, so
+"""The named API endpoints for ``gradio_client`` (documented in docs/reference.md). Each calls one controller method, so
 the checks and limits are the page's own; every error comes back as ``{"error": message}``, never a traceback."""
 
 from __future__ import annotations

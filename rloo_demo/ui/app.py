@@ -56,8 +56,17 @@ tr.rloo-zero { background: rgba(128, 128, 128, 0.10); }
 td.rloo-pos { background: rgba(61, 190, 139, 0.18); }
 td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
 .rloo-small-num { font-weight: normal; font-size: 0.85em; opacity: 0.8; }
-/* a label is one long word in some languages ("классификатор", "კლასიფიკატორი"): break it inside a narrow box */
-[data-testid="block-info"] { overflow-wrap: anywhere; hyphens: auto; }
+/* labels wrap between words; only a word longer than its whole box ("კლასიფიკატორი" in a narrow column) is broken */
+[data-testid="block-info"] { overflow-wrap: break-word; word-break: normal; hyphens: auto; }
+/* the Train tab's action bar (Start, Stop, status, estimate) stays in sight while the page scrolls */
+#action-bar { position: sticky; top: 0; z-index: 20; margin-bottom: 10px; }
+/* a phone: the header's text takes the whole width, the language selector goes under it, small */
+@media (max-width: 700px) {
+  #header-row { flex-direction: column; gap: 4px; }
+  #header-row > * { width: 100%; min-width: 0 !important; }
+  #app-header p { font-size: 0.9em; }
+  #language [data-testid="block-info"] + span, #language .info { display: none; }
+}
 """
 
 # The page's language. gradio chooses its locale among its own languages (Georgian is not one) before the page's
@@ -107,7 +116,7 @@ def build_app(controller: Controller) -> gr.Blocks:
             tab=gr.State("train"),
             locale=gr.State(i18n.DEFAULT),
         )
-        with gr.Row(equal_height=False):
+        with gr.Row(equal_height=False, elem_id="header-row"):
             gr.Markdown(L("app.header"), elem_id="app-header")
             language = gr.Dropdown(
                 [(name, code) for code, name in i18n.NAMES.items()],
@@ -137,9 +146,11 @@ def build_app(controller: Controller) -> gr.Blocks:
         def on_load(cid, lang):
             cid = cid if isinstance(cid, str) and 0 < len(cid) <= 200 else uuid.uuid4().hex
             locale = controller.locale(lang)
-            return {
+            watched = controller.default_run()
+            empty = {} if watched else dict(zip(tr.plots, train_tab.figures([], None, locale), strict=True))
+            return empty | {
                 page.client_id: cid,
-                page.watched: controller.default_run(),
+                page.watched: watched,
                 tr.drawn: -1,
                 ro.shown: -1,
                 page.locale: locale,
@@ -151,7 +162,17 @@ def build_app(controller: Controller) -> gr.Blocks:
         demo.load(
             on_load,
             [page.client_id, language],
-            [page.client_id, page.watched, tr.drawn, ro.shown, page.locale, language, tr.status, tr.estimate],
+            [
+                page.client_id,
+                page.watched,
+                tr.drawn,
+                ro.shown,
+                page.locale,
+                language,
+                tr.status,
+                tr.estimate,
+                *tr.plots,
+            ],
             js=LOAD_JS,
             api_name="page_load",
             api_visibility="private",

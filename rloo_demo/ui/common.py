@@ -54,7 +54,7 @@ def caller_of(request: gr.Request | None, client_id=None) -> Caller:
 
 def as_plot(figure: dict) -> PlotData:
     """A figure dict as gr.Plot's payload. The builders make plain dicts, not ``go.Figure``s: plotly's validation
-    costs ~20 ms a figure, GIL time that the training thread in this process would lose at every redraw."""
+    costs milliseconds a figure, GIL time that the training thread in this process would lose at every redraw."""
     return PlotData(type="plotly", plot=json.dumps(figure))
 
 

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from rloo_demo.eval.evaluation import format_report
 from rloo_demo.i18n import localize_figure, t
 from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
@@ -125,7 +126,6 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
 
     @guarded(controller, lambda msg, locale: {ui.eval_report: error_markdown(msg, locale), ui.eval_plot: None})
     def evaluate(cid, name, n, seed, locale="en", request: gr.Request = None, progress=gr.Progress()):  # noqa: B008
-        from rloo_demo.eval.evaluation import format_report
 
         result = controller.evaluate(
             name,

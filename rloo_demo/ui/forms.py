@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import InputError
 
@@ -14,72 +17,66 @@ INSTRUCT_MODELS = [
     "meta-llama/Llama-3.2-1B-Instruct",
 ]
 
-# Order of the form's inputs; the Blocks pass values in this order.
-FORM_FIELDS = [
-    "policy",
-    "rewards",
-    "w_vader_compound",
-    "w_sentiment_classifier",
-    "w_length_penalty",
-    "custom_classifier",
-    "w_custom",
-    "extra_reward",
-    "w_extra",
-    "reward_module",
-    "w_module",
-    "data_source",
-    "prompt_template",
-    "system_prompt",
-    "num_generations",
-    "prompts_per_step",
-    "max_steps",
-    "learning_rate",
-    "beta",
-    "max_new_tokens",
-    "temperature",
-    "seed",
-    "normalize_advantages",
-    "use_lora",
-    "lora_r",
-    "variance_every",
-    "bf16",
-    "use_vllm",
-]
+
+@dataclass(frozen=True)
+class FormField:
+    """One input of the Train form: its name (the key ``form_settings`` reads), its default, the text key of its
+    label and the fold it sits in (``FOLDS``). The tab builds each widget from this row."""
+
+    name: str
+    default: Callable[[RunConfig], object]  # from the defaults of RunConfig, so the form never drifts from them
+    label: str
+    fold: str
+
+
+# Where a field sits on the Train tab: the few settings that change what a run teaches are in sight; the rest are
+# folded by purpose, each fold's title saying what is inside.
+FOLDS = ("basic", "sampling", "own_rewards", "lora", "diagnostics")
+
+
+def _weight(reward: str, fallback: float):
+    return lambda c: dict(zip(c.rewards, c.weights, strict=True)).get(reward, fallback)
+
+
+# Every input of the form, once, in the order the Blocks pass their values.
+FIELDS = (
+    FormField("policy", lambda c: c.policy, "train.policy", "basic"),
+    FormField("rewards", lambda c: list(c.rewards), "train.rewards", "basic"),
+    FormField("w_vader_compound", _weight("vader_compound", 1.0), "train.w_vader", "basic"),
+    FormField("w_sentiment_classifier", _weight("sentiment_classifier", 1.0), "train.w_classifier", "basic"),
+    FormField("w_length_penalty", _weight("length_penalty", 0.5), "train.w_length", "basic"),
+    FormField("custom_classifier", lambda c: "", "train.custom_classifier", "own_rewards"),
+    FormField("w_custom", lambda c: 1.0, "train.weight", "own_rewards"),
+    FormField("extra_reward", lambda c: "", "train.extra_reward", "own_rewards"),
+    FormField("w_extra", lambda c: 1.0, "train.weight", "own_rewards"),
+    FormField("reward_module", lambda c: "", "train.reward_module", "own_rewards"),
+    FormField("w_module", lambda c: 1.0, "train.weight", "own_rewards"),
+    FormField("data_source", lambda c: c.data_source, "train.prompts", "sampling"),
+    FormField("prompt_template", lambda c: c.prompt_template, "train.template", "sampling"),
+    FormField("system_prompt", lambda c: c.system_prompt or "", "train.system_prompt", "sampling"),
+    FormField("num_generations", lambda c: c.num_generations, "train.k", "basic"),
+    FormField("prompts_per_step", lambda c: c.prompts_per_step, "train.prompts_per_step", "basic"),
+    FormField("max_steps", lambda c: c.max_steps, "train.steps", "basic"),
+    FormField("learning_rate", lambda c: c.learning_rate, "train.learning_rate", "basic"),
+    FormField("beta", lambda c: c.beta, "train.beta", "basic"),
+    FormField("max_new_tokens", lambda c: c.max_new_tokens, "common.max_new_tokens", "sampling"),
+    FormField("temperature", lambda c: c.temperature, "common.temperature", "sampling"),
+    FormField("seed", lambda c: c.seed, "common.seed", "sampling"),
+    FormField("normalize_advantages", lambda c: c.normalize_advantages, "train.normalize", "lora"),
+    FormField("use_lora", lambda c: c.use_lora, "train.lora", "lora"),
+    FormField("lora_r", lambda c: c.lora_r, "train.lora_r", "lora"),
+    FormField("variance_every", lambda c: c.variance_every, "train.variance_every", "diagnostics"),
+    FormField("bf16", lambda c: c.bf16, "train.bf16", "lora"),
+    FormField("use_vllm", lambda c: c.use_vllm, "train.vllm", "lora"),
+)
+FIELD = {f.name: f for f in FIELDS}
+FORM_FIELDS = [f.name for f in FIELDS]  # the order of the form's inputs
 
 
 def defaults() -> dict:
-    c = RunConfig()
-    weights = dict(zip(c.rewards, c.weights, strict=True))
-    return {
-        "policy": c.policy,
-        "rewards": list(c.rewards),
-        "w_vader_compound": weights.get("vader_compound", 1.0),
-        "w_sentiment_classifier": weights.get("sentiment_classifier", 1.0),
-        "w_length_penalty": weights.get("length_penalty", 0.5),
-        "custom_classifier": "",
-        "w_custom": 1.0,
-        "extra_reward": "",
-        "w_extra": 1.0,
-        "reward_module": "",
-        "w_module": 1.0,
-        "data_source": c.data_source,
-        "prompt_template": c.prompt_template,
-        "system_prompt": c.system_prompt or "",
-        "num_generations": c.num_generations,
-        "prompts_per_step": c.prompts_per_step,
-        "max_steps": c.max_steps,
-        "learning_rate": c.learning_rate,
-        "beta": c.beta,
-        "max_new_tokens": c.max_new_tokens,
-        "temperature": c.temperature,
-        "seed": c.seed,
-        "normalize_advantages": c.normalize_advantages,
-        "use_lora": c.use_lora,
-        "lora_r": c.lora_r,
-        "variance_every": c.variance_every,
-        "bf16": c.bf16,
-        "use_vllm": c.use_vllm,
-    }
+    """The form's values for a new page: RunConfig's defaults, through the field table."""
+    config = RunConfig()
+    return {f.name: f.default(config) for f in FIELDS}
 
 
 def _whole(value):

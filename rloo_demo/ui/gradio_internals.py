@@ -12,9 +12,9 @@ import gradio as gr
 
 # (attribute of gradio's Queue, value): what quiet_queue sets, and the test checks still exists.
 QUEUE_SETTINGS = {
-    # On Linux gradio's queue polls for new events every 1 ms and for progress updates every 10 ms, about 1,100
-    # wake-ups a second (~40 ms of CPU a second when idle); each takes the GIL from the training thread in this
-    # process. Every 20 ms and 100 ms cost at most 20 ms of queueing latency.
+    # On Linux gradio's queue polls for new events every 1 ms and for progress updates every 10 ms: about a
+    # thousand wake-ups a second, each taking the GIL from the training thread in this process (their cost when
+    # idle: docs/benchmarks.md). Every 20 ms and 100 ms cost at most 20 ms of queueing latency.
     "sleep_when_free": 0.02,
     "progress_update_sleep_when_free": 0.1,
     # After every event gradio rebuilds a pandas table of up to 10,000 past events for its monitoring summary
@@ -45,9 +45,9 @@ def cheap_skips(demo: gr.Blocks) -> None:
     An event that returns a dict naming some of its outputs gets ``gr.skip()`` for the others, and gradio 6 then
     rebuilds each skipped component from its constructor arguments and re-serialises its config, for nothing: the
     page receives ``{"__type__": "update"}`` either way. The page tick has 24 outputs and, on an idle page, names
-    3, so that rebuild was most of a tick's cost (about 60 ms of CPU, holding the GIL the training thread needs;
-    measured by ``scripts/bench_load.py``). Here the named outputs go through gradio's own postprocessing and the
-    others are sent as the same bare update, without the rebuild."""
+    3, so that rebuild was most of a tick's cost, CPU time holding the GIL the training thread needs
+    (``scripts/bench_load.py``; docs/benchmarks.md). Here the named outputs go through gradio's own
+    postprocessing and the others are sent as the same bare update, without the rebuild."""
     original = demo.postprocess_data
 
     async def postprocess_data(block_fn, predictions, state):

@@ -34,9 +34,6 @@ def no_token_selection(locale: str = "en") -> str:
     return f"<p class='rloo-empty'>{t(locale, 'rollouts.no_token_selection')}</p>"
 
 
-NO_TOKEN_SELECTION = no_token_selection()
-
-
 def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
     limits = page.controller.limits
     ui = SimpleNamespace()

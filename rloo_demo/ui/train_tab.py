@@ -17,7 +17,7 @@ from rloo_demo.server.cache import LRU
 from rloo_demo.server.readers import RunView
 from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
-from rloo_demo.ui.forms import BUILTIN_REWARDS, FORM_FIELDS, INSTRUCT_MODELS, PROMPT_TEMPLATES, defaults
+from rloo_demo.ui.forms import BUILTIN_REWARDS, FIELD, FORM_FIELDS, INSTRUCT_MODELS, PROMPT_TEMPLATES, defaults
 from rloo_demo.ui.views import live_collapse_warning, status_line, text
 
 ESTIMATE_FIELDS = (
@@ -35,8 +35,23 @@ def build(page: Page) -> SimpleNamespace:
     open_models = not limits.public  # a public server trains the embedded (or operator-allowed) models only
     d = defaults()
     ui = SimpleNamespace()
+
+    def label(name: str):
+        return L(FIELD[name].label)
+
+    # The action bar first, sticky: Start is in sight on a fresh page and while the run trains, whatever the form.
+    with gr.Group(elem_id="action-bar"):
+        with gr.Row(equal_height=True):
+            ui.start = gr.Button(L("train.start"), variant="primary", elem_id="start-btn", scale=0, min_width=110)
+            ui.stop = gr.Button(L("train.stop"), variant="stop", elem_id="stop-btn", scale=0, min_width=90)
+            with gr.Column(scale=5, min_width=200):
+                ui.status = gr.Markdown(L("train.no_run"), elem_id="run-status")
+                ui.estimate = gr.Markdown("", elem_id="run-estimate", elem_classes=["rloo-small"])  # written on load
+        ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
+        ui.run_error = gr.Markdown("", elem_classes=["rloo-error"], elem_id="run-error")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
+            # the settings that change what a run teaches, in sight
             with gr.Group():
                 suggested = [EMBEDDED_POLICY, *limits.allowed_models]
                 if open_models:  # a local server suggests the instruct models (a public one offers what it allows)
@@ -45,133 +60,114 @@ def build(page: Page) -> SimpleNamespace:
                     suggested,
                     value=d["policy"],
                     allow_custom_value=open_models,
-                    label=L("train.policy"),
+                    label=label("policy"),
                     info=L("train.policy_info_open" if open_models else "train.policy_info_public"),
                 )
-                ui.rewards = gr.CheckboxGroup(BUILTIN_REWARDS, value=d["rewards"], label=L("train.rewards"))
+                ui.rewards = gr.CheckboxGroup(BUILTIN_REWARDS, value=d["rewards"], label=label("rewards"))
                 with gr.Row():
-                    ui.w_vader_compound = gr.Number(d["w_vader_compound"], label=L("train.w_vader"), min_width=80)
-                    ui.w_sentiment_classifier = gr.Number(
-                        d["w_sentiment_classifier"], label=L("train.w_classifier"), min_width=80
+                    for name in ("w_vader_compound", "w_sentiment_classifier", "w_length_penalty"):
+                        setattr(ui, name, gr.Number(d[name], label=label(name), min_width=80))
+                # one slider a line: beside each other their labels would break mid-word
+                ui.num_generations = gr.Slider(
+                    2, limits.max_k, value=d["num_generations"], step=1, label=label("num_generations")
+                )
+                ui.prompts_per_step = gr.Slider(
+                    1,
+                    min(16, limits.max_prompts_per_step),
+                    value=d["prompts_per_step"],
+                    step=1,
+                    label=label("prompts_per_step"),
+                )
+                with gr.Row():
+                    ui.max_steps = gr.Number(
+                        d["max_steps"], label=label("max_steps"), precision=0, minimum=1, maximum=limits.max_steps
                     )
-                    ui.w_length_penalty = gr.Number(d["w_length_penalty"], label=L("train.w_length"), min_width=80)
+                    ui.learning_rate = gr.Number(d["learning_rate"], label=label("learning_rate"))
+                    ui.beta = gr.Number(d["beta"], label=label("beta"), minimum=0, info=L("train.beta_info"))
+            with gr.Accordion(L("train.fold_sampling"), open=False, elem_id="fold-sampling"):
+                ui.data_source = gr.Textbox(
+                    d["data_source"],
+                    label=label("data_source"),
+                    info=L("train.prompts_info_open" if open_models else "train.prompts_info_public"),
+                    interactive=open_models or bool(limits.allowed_datasets),
+                )
+                ui.prompt_template = gr.Radio(
+                    PROMPT_TEMPLATES,
+                    value=d["prompt_template"],
+                    label=label("prompt_template"),
+                    info=L("train.template_info"),
+                )
+                ui.system_prompt = gr.Textbox(
+                    d["system_prompt"], label=label("system_prompt"), max_length=limits.max_prompt_chars, lines=1
+                )
+                with gr.Row():
+                    ui.max_new_tokens = gr.Number(
+                        d["max_new_tokens"],
+                        label=label("max_new_tokens"),
+                        precision=0,
+                        minimum=1,
+                        maximum=limits.max_new_tokens,
+                    )
+                    ui.temperature = gr.Number(d["temperature"], label=label("temperature"), minimum=0.05)
+                    ui.seed = gr.Number(d["seed"], label=label("seed"), precision=0)
+            with gr.Accordion(L("train.fold_own_rewards"), open=False, elem_id="fold-own-rewards"):
                 with gr.Row(visible=open_models or bool(limits.allowed_models)):
                     ui.custom_classifier = gr.Textbox(
-                        "",
-                        label=L("train.custom_classifier"),
+                        d["custom_classifier"],
+                        label=label("custom_classifier"),
                         placeholder=L(f"train.custom_classifier_ph_{'open' if open_models else 'public'}"),
                         scale=3,
                     )
-                    ui.w_custom = gr.Number(d["w_custom"], label=L("train.weight"), min_width=80, scale=1)
+                    ui.w_custom = gr.Number(d["w_custom"], label=label("w_custom"), min_width=80, scale=1)
                 with gr.Row():
                     ui.extra_reward = gr.Textbox(
                         d["extra_reward"],
-                        label=L("train.extra_reward"),
+                        label=label("extra_reward"),
                         placeholder=L("train.extra_reward_ph"),
                         max_length=60,
                         scale=3,
                     )
-                    ui.w_extra = gr.Number(d["w_extra"], label=L("train.weight"), min_width=80, scale=1)
+                    ui.w_extra = gr.Number(d["w_extra"], label=label("w_extra"), min_width=80, scale=1)
                 with gr.Row(visible=open_models):  # a public server runs no code of its visitors
                     ui.reward_module = gr.Textbox(
                         d["reward_module"],
-                        label=L("train.reward_module"),
+                        label=label("reward_module"),
                         placeholder="examples/rewards.py:keyword_count",
                         info=L("train.module_help"),
                         interactive=open_models,
                         scale=3,
                         elem_id="reward-module",
                     )
-                    ui.w_module = gr.Number(d["w_module"], label=L("train.weight"), min_width=80, scale=1)
+                    ui.w_module = gr.Number(d["w_module"], label=label("w_module"), min_width=80, scale=1)
                 gr.Markdown(L("train.reward_help"), elem_classes=["rloo-small"])
-            with gr.Group():
+            with gr.Accordion(L("train.fold_lora"), open=False, elem_id="fold-lora"):
                 with gr.Row():
-                    ui.data_source = gr.Textbox(
-                        d["data_source"],
-                        label=L("train.prompts"),
-                        info=L("train.prompts_info_open" if open_models else "train.prompts_info_public"),
-                        interactive=open_models or bool(limits.allowed_datasets),
+                    ui.normalize_advantages = gr.Checkbox(
+                        d["normalize_advantages"], label=label("normalize_advantages")
                     )
-                    ui.prompt_template = gr.Radio(
-                        PROMPT_TEMPLATES,
-                        value=d["prompt_template"],
-                        label=L("train.template"),
-                        info=L("train.template_info"),
-                    )
-                ui.system_prompt = gr.Textbox(
-                    d["system_prompt"],
-                    label=L("train.system_prompt"),
-                    max_length=limits.max_prompt_chars,
-                    lines=1,
-                )
-                with gr.Row():
-                    ui.num_generations = gr.Slider(
-                        2, limits.max_k, value=d["num_generations"], step=1, label=L("train.k")
-                    )
-                    ui.prompts_per_step = gr.Slider(
-                        1,
-                        min(16, limits.max_prompts_per_step),
-                        value=d["prompts_per_step"],
-                        step=1,
-                        label=L("train.prompts_per_step"),
-                    )
-                with gr.Row():
-                    ui.max_steps = gr.Number(
-                        d["max_steps"], label=L("train.steps"), precision=0, minimum=1, maximum=limits.max_steps
-                    )
-                    ui.learning_rate = gr.Number(d["learning_rate"], label=L("train.learning_rate"))
-                    ui.beta = gr.Number(
-                        d["beta"],
-                        label=L("train.beta"),
-                        minimum=0,
-                        info=L("train.beta_info"),
-                    )
-                with gr.Row():
-                    ui.max_new_tokens = gr.Number(
-                        d["max_new_tokens"],
-                        label=L("common.max_new_tokens"),
-                        precision=0,
-                        minimum=1,
-                        maximum=limits.max_new_tokens,
-                    )
-                    ui.temperature = gr.Number(d["temperature"], label=L("common.temperature"), minimum=0.05)
-                    ui.seed = gr.Number(d["seed"], label=L("common.seed"), precision=0)
-                with gr.Row():
-                    ui.normalize_advantages = gr.Checkbox(d["normalize_advantages"], label=L("train.normalize"))
-                    ui.use_lora = gr.Checkbox(d["use_lora"], label=L("train.lora"))
+                    ui.use_lora = gr.Checkbox(d["use_lora"], label=label("use_lora"))
                     ui.lora_r = gr.Number(
                         d["lora_r"],
-                        label=L("train.lora_r"),
+                        label=label("lora_r"),
                         precision=0,
                         minimum=1,
                         maximum=limits.max_lora_r,
                         min_width=80,
                     )
-                with gr.Row():
-                    ui.variance_every = gr.Number(
-                        d["variance_every"],
-                        label=L("train.variance_every"),
-                        # the limit is filled into the translations when the app is built (app.launch_options)
-                        info=L("train.variance_info_min" if limits.min_variance_every > 1 else "train.variance_info"),
-                        precision=0,
-                        minimum=0,
-                    )
                 with gr.Row(visible=open_models):
-                    ui.bf16 = gr.Checkbox(d["bf16"], label=L("train.bf16"))
-                    ui.use_vllm = gr.Checkbox(d["use_vllm"], label=L("train.vllm"))
+                    ui.bf16 = gr.Checkbox(d["bf16"], label=label("bf16"))
+                    ui.use_vllm = gr.Checkbox(d["use_vllm"], label=label("use_vllm"))
+            with gr.Accordion(L("train.fold_diagnostics"), open=False, elem_id="fold-diagnostics"):
+                ui.variance_every = gr.Number(
+                    d["variance_every"],
+                    label=label("variance_every"),
+                    # the limit is filled into the translations when the app is built (app.launch_options)
+                    info=L("train.variance_info_min" if limits.min_variance_every > 1 else "train.variance_info"),
+                    precision=0,
+                    minimum=0,
+                )
             ui.defaults = d
-            ui.estimate = gr.Markdown(
-                "",  # written on load, in the page's language
-                elem_id="run-estimate",
-                elem_classes=["rloo-small"],
-            )
-            ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
-            with gr.Row():
-                ui.start = gr.Button(L("train.start"), variant="primary", elem_id="start-btn")
-                ui.stop = gr.Button(L("train.stop"), variant="stop", elem_id="stop-btn")
         with gr.Column(scale=2, min_width=480):
-            ui.status = gr.Markdown(L("train.no_run"), elem_id="run-status")
-            ui.run_error = gr.Markdown("", elem_classes=["rloo-error"], elem_id="run-error")
             ui.smoothing = gr.Slider(
                 0,
                 0.95,
@@ -180,6 +176,7 @@ def build(page: Page) -> SimpleNamespace:
                 label=L("common.smoothing"),
                 info=L("common.smoothing_info"),
             )
+            # no value here: on load, a page with no run gets titled empty axes in its language (app.on_load)
             ui.reward_plot = gr.Plot(label=L("train.plot_reward"), show_label=False, elem_id="reward-plot")
             ui.kl_plot = gr.Plot(label=L("train.plot_kl"), show_label=False, elem_id="kl-plot")
             with gr.Row():
@@ -238,7 +235,7 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
 
 
 # The plots of a run are built once per new step, not once per page: ten pages watching a 300-step run rebuilt
-# ~25 ms of figures each, every tick (a client that sends drawn=-1 gets all of them each time), and that pure
+# tens of ms of figures each, every tick (a client that sends drawn=-1 gets all of them each time), and that pure
 # Python held the GIL the training thread next door needs between its torch ops (measured with
 # scripts/bench_load.py). Keyed by the run, its last record and the page's smoothing and language.
 _FIGURES = LRU(32)

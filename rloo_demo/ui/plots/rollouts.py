@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rloo_demo.engine.tokens import kl_matrix
 from rloo_demo.ui.plots.base import (
     NEGATIVE,
     NEUTRAL,
@@ -71,7 +72,6 @@ def kl_heatmap(groups: Sequence[dict]) -> Figure:
     """Where the KL of a step lives: per-token k1 = log π − log π_ref, one row per completion (``P1 #2``: prompt 1,
     completion 2), one column per token position. Diverging around 0: orange where the policy likes a token more
     than the reference, blue where it likes it less; blank past a completion's end. Hover shows the token."""
-    from rloo_demo.engine.tokens import kl_matrix
 
     labels, rows = kl_matrix(groups, "k1")
     height = min(640, 120 + 14 * len(rows))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rloo_demo.eval.judges import collapse_warning
 from rloo_demo.i18n import t
 from rloo_demo.ui.views.common import _judge, text
 
@@ -30,8 +31,6 @@ def compare_summary(result: dict, locale: str = "en") -> str:
     if isinstance(judges, dict) and "base" in judges and "trained" in judges:
         line += "<br>" + judges_line(judges, locale)
     if result.get("collapse_warning"):
-        from rloo_demo.eval.judges import collapse_warning
-
         judged = judges if isinstance(judges, dict) and isinstance(judges.get("trained"), dict) else None
         warning = collapse_warning(judged["trained"], judged.get("base"), locale) if judged else None
         line += f"<br>**{text(warning or result['collapse_warning'])}**"

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import html
 
+from rloo_demo.advantages import what_if
 from rloo_demo.chat import prompt_text
+from rloo_demo.engine import tokens
 from rloo_demo.i18n import t
 from rloo_demo.ui.views.common import _sign_class
 
@@ -130,7 +132,6 @@ def whatif_markdown(groups: list[dict], index: int, locale: str = "en") -> str:
     """For group ``index`` of a step: the same completions' advantages under every estimator, side by side, and the
     identity A_rloo = K/(K−1)·(r − group mean) written out with the real numbers. The rewards r are the shaped
     rewards the trainer used; the batch-level estimators see the whole step."""
-    from rloo_demo.advantages import what_if
 
     if not groups or not 0 <= index < len(groups):
         return ""
@@ -197,7 +198,6 @@ def kl_estimators_markdown(c: dict, beta: float, locale: str = "en") -> str:
 
 def kl_heatmap_note(groups: list[dict], locale: str = "en") -> str:
     """'What am I looking at?' for the batch heatmap, with where this step's KL lives."""
-    from rloo_demo.engine import tokens
 
     _, rows = tokens.kl_matrix(groups)
     where = tokens.kl_location(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rloo_demo.engine import tokens
 from rloo_demo.i18n import t
 from rloo_demo.ui.views.common import _DOWN, _LESS, _MORE, _UP, _f4, text
 
@@ -46,7 +47,6 @@ def token_colour(value: float | None, measure: str, scale: float) -> str:
 
 def token_rows(completion: dict, locale: str = "en") -> tuple[list[str], list[list[str]]]:
     """Headers and rows of a completion's tokens with every number (texts already escaped, for HTML)."""
-    from rloo_demo.engine import tokens
 
     before = tokens.column(completion, "token_logp")
     after = tokens.column(completion, "token_logp_after")
@@ -64,7 +64,6 @@ def token_rows(completion: dict, locale: str = "en") -> tuple[list[str], list[li
 def token_spans_html(group: dict, index: int, measure: str = "delta", locale: str = "en") -> str:
     """One completion as coloured token spans (hover: every number of the token), a legend with the colour scale,
     and a table of the numbers. Every token's text is escaped."""
-    from rloo_demo.engine import tokens
 
     measure = measure if measure in MEASURES else "delta"
     c = group["completions"][index]
@@ -125,7 +124,6 @@ def _extreme(pieces, values, pick) -> tuple[str, float] | None:
 
 def token_note_markdown(group: dict, index: int, measure: str = "delta", locale: str = "en") -> str:
     """'What am I looking at?' for the token view, with the selected completion's own numbers."""
-    from rloo_demo.engine import tokens
 
     measure = measure if measure in MEASURES else "delta"
     c = group["completions"][index]

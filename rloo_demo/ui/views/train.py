@@ -8,12 +8,12 @@ import shlex
 from dataclasses import fields
 
 from rloo_demo.config import RunConfig
+from rloo_demo.eval.judges import collapse_warning
 from rloo_demo.i18n import t
 from rloo_demo.ui.views.common import _duration, text
 
-# The default run (16 completions x 24 tokens a step, per-token record on) measured on 2 cores by
-# scripts/bench_engine.py (150 steps in 106 s with loading, 30 Nov 2026); scaled by completions x tokens for other
-# settings when the server has not yet finished a run of its own to learn from.
+# Before a server has timed a run of its own, the estimate scales the embedded default's step (measured on 2 cores
+# by scripts/bench_engine.py, docs/benchmarks.md) by completions x tokens.
 LOAD_SECONDS = 3.0  # loading the models and prompts before the first step
 
 
@@ -106,7 +106,6 @@ LIVE_JUDGE_STEPS = 5  # the live collapse warning averages the judges over the l
 
 def live_collapse_warning(records: list[dict], locale: str = "en") -> str | None:
     """The collapse warning on the latest steps' judges (averaged over ``LIVE_JUDGE_STEPS``), or None."""
-    from rloo_demo.eval.judges import collapse_warning
 
     latest = [r for r in records if isinstance(r.get("judges/distinct_2"), int | float)][-LIVE_JUDGE_STEPS:]
     if not latest:
@@ -125,7 +124,7 @@ def prechecks_markdown(warnings: list[str]) -> str:
 
 def meter_estimate_text(config: RunConfig, step_seconds: float, locale: str = "en") -> str:
     """What the gradient-variance meter adds to a run's time, from its measured cost in training steps."""
-    from rloo_demo.engine.variance import METER_COST_STEPS, measurements
+    from rloo_demo.engine.variance import METER_COST_STEPS, measurements  # torch: loaded on first use, not at start-up
 
     if not config.variance_every or config.estimator == "grpo":
         return ""
