@@ -62,6 +62,15 @@ class Limits:
     max_runs_mb: float | None = None  # RLOO_MAX_RUNS_MB: size of the runs folder beyond which old runs are pruned
     min_free_mb: float = 200  # RLOO_MIN_FREE_MB: a Start is refused when the disk has less free space
     model_cache: int = 6  # RLOO_MODEL_CACHE: models kept loaded for Compare/Evaluate (least recently used go)
+    # --- a fair share for every visitor (a visitor: the connection's address, or a trusted proxy's forwarded one)
+    compute_seconds_per_hour: float | None = None  # RLOO_COMPUTE_SECONDS_PER_HOUR: training time a visitor may use
+    max_waiting: int = 50  # RLOO_MAX_WAITING: places in the line for the training slot (one a visitor)
+    max_events_per_visitor: int | None = None  # RLOO_MAX_EVENTS_PER_VISITOR: events waiting or running, per kind
+    reads_per_minute: int | None = None  # RLOO_READS_PER_MINUTE: reads of runs (lists, rollouts, polls) per visitor
+    max_runs_per_visitor: int | None = None  # RLOO_MAX_RUNS_PER_VISITOR: a visitor's runs kept (its oldest go first)
+    keep_seconds: float = 0  # RLOO_KEEP_SECONDS: a finished run is kept at least this long, whatever the counts
+    session_seconds: float | None = None  # RLOO_SESSION_SECONDS: a browser session's state is dropped this long idle
+    trusted_proxies: tuple[str, ...] = ()  # RLOO_TRUSTED_PROXIES: networks whose X-Forwarded-For is believed
     # --- who may use what
     allowed_models: tuple[str, ...] = ()  # RLOO_ALLOWED_MODELS: hub ids a public server accepts (comma-separated)
     allowed_datasets: tuple[str, ...] = ()  # RLOO_ALLOWED_DATASETS
@@ -81,7 +90,7 @@ class Limits:
             if var is None or var not in env:
                 continue
             raw = env[var].strip()
-            if f.name in ("allowed_models", "allowed_datasets"):
+            if f.name in ("allowed_models", "allowed_datasets", "trusted_proxies"):
                 changes[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
             elif f.name == "admin_token":
                 changes[f.name] = raw or None
@@ -237,7 +246,17 @@ PUBLIC = Limits(
     keep_runs=30,
     max_runs_mb=1000,
     model_cache=3,
+    compute_seconds_per_hour=900,
+    max_waiting=20,
+    max_events_per_visitor=3,
+    reads_per_minute=240,
+    max_runs_per_visitor=3,
+    keep_seconds=3600,
+    session_seconds=1800,
 )
+# A Space's requests reach the app through Hugging Face's proxy, from an address in a private network; the proxy
+# appends the visitor's address to X-Forwarded-For. Only those hops are believed (``visitor_address``).
+SPACE_PROXIES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 # Each limit's environment variable is RLOO_ and its field's name in capitals; ``public`` is set by the mode itself.
 ENV_NAMES = {f.name: f"RLOO_{f.name.upper()}" for f in fields(Limits) if f.name != "public"}
