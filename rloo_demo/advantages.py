@@ -29,6 +29,9 @@ import math
 from collections.abc import Sequence
 
 NORMALIZE_EPS = 1e-4  # TRL adds this to the standard deviation when it normalises advantages
+# RunConfig.reward_offset, the what-if table's and the toy's offset: a constant far beyond the rewards' own scale
+# teaches nothing more, and in float32 (TRL's rewards) a larger one starts to drown the scores' last digits.
+MAX_REWARD_OFFSET = 100.0
 
 
 def is_scored(value) -> bool:
@@ -41,6 +44,7 @@ def combine_scores(
     columns: Sequence[Sequence[float | None]],
     weights: Sequence[float],
     clip_range: Sequence[float] | None = None,
+    offset: float = 0.0,
 ) -> list[float]:
     """The reward of each completion, combined from every function's score exactly as TRL 1.16's ``RLOOTrainer``
     (and ``GRPOTrainer``) combine them. ``columns[f][i]`` is function f's score of completion i (one list per
@@ -51,6 +55,9 @@ def combine_scores(
     - A completion that no function scored is *unscorable*: NaN, not 0. TRL marks that row NaN so that it stays out
       of its siblings' leave-one-out baseline and gets advantage 0 (the estimators here do the same with the
       NaN); a 0 would count as a real, and probably bad, reward.
+    - ``offset`` (``RunConfig.reward_offset``) is added to the sum of every scorable completion, before the clip:
+      the trainer hands TRL the offset as one more score column of weight 1, present wherever any function scored
+      (``rloo_demo.engine.capture``), so TRL sums it with the scores. An unscorable completion stays NaN.
     - ``clip_range`` (TRL's ``reward_clip_range``, (min, max)) clamps the sum; an unscorable NaN stays NaN.
 
     This is the one definition of a completion's reward: training's record (``rloo_demo.engine.capture``), the
@@ -69,7 +76,7 @@ def combine_scores(
         if not scored:
             out.append(math.nan)
             continue
-        total = math.fsum(scored)
+        total = math.fsum([*scored, float(offset)])
         if clip_range:  # TRL's test is the same truthiness: ``if self.reward_clip_range:``
             total = min(max(total, float(clip_range[0])), float(clip_range[1]))
         out.append(total)

@@ -1,6 +1,7 @@
 """The arena: paired runs of several estimators on the same policy, prompts, K, seeds and budget.
 
     python -m rloo_demo arena --estimators rloo grpo reinforce --seeds 3 [--max-steps N] [--output-dir D]
+    python -m rloo_demo arena --estimators rloo reinforce --seeds 3 --reward-offset 1   # what the baseline buys
 
 For every seed, each estimator trains once (``python -m rloo_demo train --estimator E --seed S``), one run at a
 time, each in its own process (so its peak memory is its own), then is evaluated on the same held-out prompts with
@@ -11,7 +12,9 @@ the same sampling seed (``python -m rloo_demo evaluate``). The runs land in the 
 The summary has one row per estimator:
 - held-out gain (trained minus base reward on the trained reward, per prompt) with a 95% interval from a two-level
   bootstrap: seeds resampled, then prompts within each seed, so both the run-to-run and the prompt-to-prompt spread
-  count (with 3 seeds the interval is honest about how little 3 runs say);
+  count (with 3 seeds the interval is honest about how little 3 runs say). It is a difference of scores, so a
+  ``--reward-offset`` (a constant the trainer adds to every reward, RunConfig.reward_offset) leaves its scale alone:
+  the offset changes what the trainers learn, not what is measured;
 - KL of the trained policy to the base (nats per completion, the evaluation's Monte-Carlo estimate);
 - mean step time (TRL's ``step_time``, first step left out) and peak RSS of the training process;
 - the judges of the trained samples (distinct-2, repetition) and how many runs tripped the collapse warning;
@@ -219,6 +222,8 @@ def run_arena(
                         train += ["--max-seconds", str(max_seconds)]
                     if estimator == "grpo":  # the meter measures RLOO's captured batch; GRPO runs go without it
                         train += ["--variance-every", "0"]
+                        # and GRPO's group mean removes a constant offset exactly: the same run without it
+                        train += ["--reward-offset", "0"]
                     code, rss = _run(train, log)
                     if code != 0:
                         echo(f"[arena] {name} failed (exit {code}); see {log_path}")
@@ -230,10 +235,15 @@ def run_arena(
                     _run(evaluate, log)
                     records.append(run_record(out / name, estimator, seed, rss))
     rows = summarize([r for r in records if r.get("status") != "failed"])
+    offset = (
+        f", reward offset {base.reward_offset:g} (rloo and reinforce; grpo removes it and trains without)"
+        if base.reward_offset
+        else ""
+    )
     settings = (
         f"Arena {stamp}: {len(estimators)} estimators x {seeds} seeds ({base.seed}..{base.seed + seeds - 1}), "
         f"{base.max_steps} steps, K={base.num_generations}, {base.prompts_per_step} prompts/step, beta={base.beta:g}, "
-        f"lr={base.learning_rate:g}; held-out gain on {eval_prompts} prompts x 2 samples, sampling seed 0."
+        f"lr={base.learning_rate:g}{offset}; held-out gain on {eval_prompts} prompts x 2 samples, sampling seed 0."
     )
     summary = {"name": f"arena-{stamp}", "settings": settings, "config": base.to_dict(), "rows": rows}
     summary["runs"] = [{k: v for k, v in r.items() if k != "evaluation"} for r in records]

@@ -1,5 +1,5 @@
 """Command line: ``python -m rloo_demo train | evaluate | infer`` (the tutorial's three scripts in one), and the
-estimator lab: ``variance`` and ``arena`` (why a leave-one-out baseline?).
+estimator lab: ``variance``, ``arena`` and ``toy`` (why a leave-one-out baseline?).
 
     python -m rloo_demo train                                  # the embedded defaults, under 2 minutes on 2 cores
     python -m rloo_demo train --config run.yaml --max-steps 50 # a config file, with flags on top
@@ -7,6 +7,8 @@ estimator lab: ``variance`` and ``arena`` (why a leave-one-out baseline?).
     python -m rloo_demo infer --run runs/<name> --prompt "This movie was"
     python -m rloo_demo variance --run runs/<name> --steps 5   # gradient variance of every estimator, as a table
     python -m rloo_demo arena --estimators rloo grpo reinforce --seeds 3   # paired runs, summary table
+    python -m rloo_demo arena --estimators rloo reinforce --seeds 3 --reward-offset 1   # what the baseline buys
+    python -m rloo_demo toy --eta 0 --k 4 --offset 1              # every estimator exactly, on a Bernoulli toy
     python -m rloo_demo train --rewards length_penalty --reward-module examples/rewards.py:keyword_count
 
 ``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (docs/operating.md, "Scaling out"):
@@ -29,6 +31,7 @@ import types
 import typing
 from dataclasses import MISSING, fields
 
+from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.arena import arena_estimators, run_arena
 from rloo_demo.chat import CHAT, to_messages
 from rloo_demo.config import TEMPERATURE_RANGE, RunConfig
@@ -39,6 +42,8 @@ from rloo_demo.models.policy import load_policy
 from rloo_demo.models.templates import effective_template, has_chat_template
 from rloo_demo.server.limits import as_float, as_int
 from rloo_demo.store.folder import open_run
+from rloo_demo.toy import exact_table
+from rloo_demo.toy import markdown_table as toy_markdown
 
 
 class Parser(argparse.ArgumentParser):
@@ -121,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     va.add_argument("--steps", type=int, default=5, help="batches of training prompts to measure (default: 5)")
     va.add_argument("--at", choices=["trained", "base"], default="trained", help="which policy (default: trained)")
     va.add_argument("--seed", type=int, default=0, help="sampling seed of the replicates (default: 0)")
+    va.add_argument(
+        "--reward-offset",
+        type=float,
+        default=None,
+        help="measure under this constant added to every reward, before the KL shaping (default: the run's own)",
+    )
     va.add_argument("--json", action="store_true", help="print the full result as JSON instead of the table")
 
     ar = sub.add_parser("arena", help="paired runs of several estimators on the same settings and seeds")
@@ -137,6 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--config", help="YAML or JSON file with the shared RunConfig settings (default: the defaults)")
     ar.add_argument("--eval-prompts", type=int, default=64, help="held-out prompts per evaluation (default: 64)")
     ar.add_argument("--max-seconds", type=float, default=None, help="compute budget per run, as train's flag")
+    ar.add_argument(
+        "--reward-offset",
+        type=float,
+        default=None,
+        help="a constant added to every reward before the KL shaping, for rloo and reinforce (grpo removes any "
+        "offset and trains without it) (default: the config's, 0)",
+    )
+
+    toy = sub.add_parser("toy", help="every estimator's exact mean, bias and variance on the Bernoulli toy")
+    toy.add_argument(
+        "--eta", type=float, default=0.0, help="the shared logit: z_i ~ Bernoulli(sigmoid(eta)) (default: 0)"
+    )
+    toy.add_argument("--k", type=int, default=4, help="samples per draw, 2 to 8 (default: 4)")
+    toy.add_argument("--offset", type=float, default=0.0, help="a constant added to every reward (default: 0)")
     inf.add_argument(
         "--system-prompt",
         default=None,
@@ -284,19 +309,22 @@ def cmd_variance(args) -> int:
 
     as_int("--steps", args.steps, 1, 1000)
     as_int("--seed", args.seed, 0, 2**32 - 1)
+    if args.reward_offset is not None:
+        as_float("--reward-offset", args.reward_offset, -MAX_REWARD_OFFSET, MAX_REWARD_OFFSET)
     run = open_run(args.run)
 
     def progress(done, total):
         print(f"measured {done}/{total} batches", file=sys.stderr)
 
-    result = measure_run(run, args.steps, args.at, args.seed, progress=progress)
+    result = measure_run(run, args.steps, args.at, args.seed, progress=progress, reward_offset=args.reward_offset)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(
         f"Gradient variance on {result['run']} ({result['at']} policy): {result['steps']} batches of "
         f"{result['prompts_per_step']} prompts x K={result['k']}, {result['replicates']} replicates each "
-        f"(reference: {result['replicates'] - 1}x the batch), {result['seconds']:.0f} s"
+        f"(reference: {result['replicates'] - 1}x the batch), reward offset {result['reward_offset']:g}, "
+        f"{result['seconds']:.0f} s"
     )
     print()
     print(markdown_table(result["rows"]))
@@ -313,6 +341,8 @@ def cmd_arena(args) -> int:
         base.max_steps = as_int("--max-steps", args.max_steps, 1, 10**6)
     if args.max_seconds is not None:
         as_float("--max-seconds", args.max_seconds, 1.0, 1e9)
+    if args.reward_offset is not None:
+        base.reward_offset = args.reward_offset  # RunConfig's check below refuses a non-finite or too large one
     base.output_dir, base.run_name = args.output_dir, None
     base.validate()
     summary = run_arena(
@@ -328,6 +358,12 @@ def cmd_arena(args) -> int:
     return 0
 
 
+def cmd_toy(args) -> int:
+    result = exact_table(args.eta, args.k, args.offset)  # checks its inputs: a UserError names the bad one
+    print(toy_markdown(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
@@ -340,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         "infer": cmd_infer,
         "variance": cmd_variance,
         "arena": cmd_arena,
+        "toy": cmd_toy,
     }[args.command]
     try:
         return handler(args)

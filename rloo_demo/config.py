@@ -20,6 +20,7 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.chat import AUTO, CHAT
 from rloo_demo.errors import ConfigError, UserError
 from rloo_demo.models.hub import EMBEDDED_POLICY
@@ -43,6 +44,9 @@ PROMPT_TEMPLATES = (AUTO, *TEMPLATES)
 MAX_SYSTEM_PROMPT_CHARS = 4000
 # Sampling temperatures accepted anywhere (training, Compare, evaluate, infer): below 0.01 the logits overflow to inf.
 TEMPERATURE_RANGE = (0.01, 10.0)
+# Past these a run "finishes" with NaN rewards (rewards are in [-1, 1]; 1e300 overflows float32 at once).
+MAX_BETA = 100.0
+MAX_REWARD_WEIGHT = 1000.0
 
 
 def is_valid_run_name(name) -> bool:
@@ -80,6 +84,15 @@ def vllm_problem() -> str | None:
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+
+
+def text_problem(value: str) -> str | None:
+    """Why a text cannot be used: a lone surrogate ("\\ud800", JSON's escape) no file, tokenizer or answer encodes."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not valid Unicode text (a lone surrogate at character {exc.start})"
+    return None
 
 
 def _short_repr(value, limit: int = 60) -> str:
@@ -137,7 +150,7 @@ class RunConfig:
         "reward functions: vader_compound, sentiment_classifier, length_penalty, classifier:<hub id or folder>, "
         "keyword:<word>, length_target:<words> or module:<file.py>:<function> (your own, local only)",
     )
-    reward_weights: list[float] | None = _f(None, "one weight per reward function (default: 1 each)")
+    reward_weights: list[float] | None = _f(None, "one weight per reward function, in [-1000, 1000] (default: 1 each)")
     data_source: str = _f(EMBEDDED_SOURCE, "prompts: 'embedded:imdb', a .csv/.jsonl file or a hub dataset id")
     text_column: str = _f("text", "column of the data source that holds the review text")
     prompt_template: str = _f(
@@ -156,10 +169,10 @@ class RunConfig:
     )
     max_steps: int = _f(150, "optimisation steps")
     learning_rate: float = _f(5e-4, "AdamW learning rate (constant)")
-    beta: float = _f(0.05, "KL coefficient: reward -= beta * sum over tokens of (logp - logp_ref); 0 drops the ref")
+    beta: float = _f(0.05, "KL coefficient in [0, 100]: reward -= beta * sum of (logp - logp_ref); 0 drops the ref")
     normalize_advantages: bool = _f(False, "rescale each batch's advantages to zero mean and unit std")
     max_new_tokens: int = _f(24, "tokens generated per completion")
-    temperature: float = _f(1.0, "sampling temperature during training")
+    temperature: float = _f(1.0, "sampling temperature during training, in [0.01, 10]")
     top_p: float = _f(1.0, "nucleus sampling threshold during training (1 = off)")
     seed: int = _f(42, "random seed for sampling, prompt order and initialisation")
 
@@ -168,6 +181,11 @@ class RunConfig:
         "rloo",
         "rloo (this trainer), reinforce (the same trainer without a baseline: A = r) or grpo (TRL's GRPOTrainer: "
         "A = (r - group mean) / group std, beta in the loss instead of the reward)",
+    )
+    reward_offset: float = _f(
+        0.0,
+        "a constant added to every completion's reward before the KL shaping (the baseline lab): leave-one-out "
+        "advantages do not change, plain REINFORCE's shift by it and grow noisier (rloo and reinforce runs)",
     )
     variance_every: int = _f(
         0,
@@ -215,11 +233,17 @@ class RunConfig:
         """Fields whose value has the wrong type for its annotation: JSON types, finite numbers only, and a bool is
         not a number (``true`` as a step count is refused, not read as 1)."""
         hints = typing.get_type_hints(RunConfig)
-        return {
+        p = {
             f.name: f"must be {_describe(hints[f.name])}, not {_short_repr(getattr(self, f.name))}"
             for f in fields(self)
             if not _type_ok(getattr(self, f.name), hints[f.name])
         }
+        for f in fields(self):  # a text no file, tokenizer or answer can encode
+            value = getattr(self, f.name)
+            bad = [text_problem(v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
+            if any(bad) and f.name not in p:
+                p[f.name] = next(b for b in bad if b)
+        return p
 
     def problems(self, check_files: bool = True) -> dict[str, str]:
         """Every invalid setting, with how to fix it. Checks only what needs no model or network.
@@ -255,8 +279,8 @@ class RunConfig:
             p["seed"] = f"must be between 0 and {MAX_SEED}, not {self.seed}"
         if ok("learning_rate") and not 0 < self.learning_rate <= 1:
             p["learning_rate"] = f"must be in (0, 1], not {self.learning_rate!r} (try 5e-4 for the embedded model)"
-        if ok("beta") and self.beta < 0:
-            p["beta"] = f"must be >= 0, not {self.beta!r} (0 turns the KL penalty off)"
+        if ok("beta") and not 0 <= self.beta <= MAX_BETA:
+            p["beta"] = f"must be >= 0 and <= {MAX_BETA:g}, not {self.beta!r} (0 turns the KL penalty off)"
         lo, hi = TEMPERATURE_RANGE
         if ok("temperature") and not lo <= self.temperature <= hi:
             p["temperature"] = f"must be in [{lo:g}, {hi:g}], not {self.temperature!r}"
@@ -264,6 +288,14 @@ class RunConfig:
             p["top_p"] = f"must be in (0, 1], not {self.top_p!r}"
         if ok("estimator") and self.estimator not in ESTIMATOR_CHOICES:
             p["estimator"] = f"unknown estimator {_short_repr(self.estimator)}; use {', '.join(ESTIMATOR_CHOICES)}"
+        if ok("reward_offset") and abs(self.reward_offset) > MAX_REWARD_OFFSET:
+            limit = f"{MAX_REWARD_OFFSET:g}"
+            p["reward_offset"] = f"must be between -{limit} and {limit}, not {self.reward_offset!r}"
+        elif ok("reward_offset", "estimator") and self.reward_offset and self.estimator == "grpo":
+            p["reward_offset"] = (
+                "GRPO's advantage (r - group mean) / group std removes any constant offset, so it would change "
+                "nothing; use the offset with estimator rloo or reinforce, or leave it 0"
+            )
         if ok("variance_every") and self.variance_every < 0:
             p["variance_every"] = f"must be 0 (off) or a number of steps, not {self.variance_every!r}"
         elif ok("variance_every", "estimator") and self.variance_every and self.estimator == "grpo":
@@ -331,6 +363,11 @@ class RunConfig:
                 p["reward_weights"] = (
                     f"{len(self.rewards)} reward function(s) but {len(self.reward_weights)} weight(s); give one each"
                 )
+            elif wild := [w for w in self.reward_weights if abs(w) > MAX_REWARD_WEIGHT]:
+                p["reward_weights"] = (
+                    f"each weight must be in [-{MAX_REWARD_WEIGHT:g}, {MAX_REWARD_WEIGHT:g}], not {wild[0]!r} "
+                    "(rewards are in [-1, 1]; a weight that large overflows the advantages to NaN)"
+                )
 
     def validate(self, check_files: bool = True) -> RunConfig:
         problems = self.problems(check_files)
@@ -365,9 +402,10 @@ class RunConfig:
         if len(text) > MAX_CONFIG_CHARS:
             raise ConfigError({"config": f"is {len(text)} characters long; at most {MAX_CONFIG_CHARS} are read"})
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ConfigError({"config": f"is not valid JSON ({exc})"}) from None
+            # over 4,300 digits int() refuses to read at all: such a number reads as inf, which its field refuses
+            data = json.loads(text, parse_int=lambda digits: int(digits) if len(digits) <= 100 else math.inf)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            raise ConfigError({"config": f"is not valid JSON ({_first_line(exc)})"}) from None
         return cls.from_dict(data)
 
     def to_text(self, path: str | Path) -> str:

@@ -36,6 +36,14 @@ class Busy(UserError):
     """The server is already doing as much of this as it allows; try again later."""
 
 
+class Waiting(Busy):
+    """The training slot is taken: the request has a place in the line and starts by itself when its turn comes."""
+
+    def __init__(self, message: str, place: int):
+        super().__init__(message)
+        self.place = place
+
+
 class RateLimited(Busy):
     """Too many requests from one client, or sampling would starve the run in training."""
 

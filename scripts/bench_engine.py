@@ -3,6 +3,7 @@
     python scripts/bench_engine.py                  # step times (TRL vs engine), the default run, its evaluation
     python scripts/bench_engine.py --compare-old    # and the engine and policy before issue 11 (commit b534667)
     python scripts/bench_engine.py --ablation       # each saving on its own
+    python scripts/bench_engine.py --steps-only --offset-variant 1   # the engine with a reward offset too (#26)
     python scripts/bench_engine.py --steps-only     # step times only
     python scripts/bench_engine.py --max-steps 20   # any RunConfig flag for the default run
     python scripts/bench_engine.py --variance-every 50 --paired --no-eval --no-step-compare   # meter cost (#9)
@@ -150,11 +151,14 @@ def engine_trainer(
     backward_threads: int = 0,
     overlap: bool = True,
     lean_generation: bool = True,
+    reward_offset: float | None = None,
 ):
     """The engine's trainer, as ``rloo_demo.engine.training`` builds it (no run folder); the flags undo one saving
-    each."""
+    each, and ``reward_offset`` trains with that offset instead of the config's."""
     from rloo_demo.engine.training import RunState, build_trainer
 
+    if reward_offset is not None:
+        config = RunConfig.from_dict({**config.to_dict(), "reward_offset": reward_offset})
     trainer = build_trainer(config, RunState(config))
     trainer.reuse_policy_forward = reuse_forward
     trainer.overlap_passes = overlap
@@ -256,6 +260,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds of alternating trainers")
     ap.add_argument("--steps-only", action="store_true", help="only the step-time comparison")
     ap.add_argument("--ablation", action="store_true", help="also time the engine with each saving undone")
+    ap.add_argument(
+        "--offset-variant",
+        type=float,
+        default=None,
+        help="also time the engine with this reward_offset, alternating with the others (its cost on the step)",
+    )
     ap.add_argument("--compare-old", action="store_true", help="also run the default run of commit b534667")
     ap.add_argument("--no-step-compare", action="store_true", help="skip the step-time comparison")
     ap.add_argument("--paired", action="store_true", help="with --variance-every: also train with the meter off")
@@ -288,6 +298,12 @@ def main(argv: list[str]) -> int:
             f"engine ({threads} thread{'s' if threads > 1 else ''}"
             + (f", {backward} for the backward)" if backward != threads else ")"): (engine_trainer, threads, {}),
         }
+        if own.offset_variant is not None:
+            variants[f"engine, reward_offset {own.offset_variant:g}"] = (
+                engine_trainer,
+                threads,
+                {"reward_offset": own.offset_variant},
+            )
         if own.ablation:
             variants.update(
                 {

@@ -294,7 +294,10 @@ def test_hooks_capture_what_trl_computes_while_scoring(monkeypatch):
     trainer.model = torch.nn.Linear(1, 1).train()
 
     # outside a scoring pass nothing is captured, and log-probabilities with gradients (the loss's) never are
-    assert trainer._calculate_rewards(None, PROMPTS, TEXTS, None) is raw
+    # TRL's scores come back as they were, in float64: TRL's reward arithmetic then runs in it (the reward offset's
+    # cancellation in the baseline, rloo_demo.engine.capture)
+    scored = trainer._calculate_rewards(None, PROMPTS, TEXTS, None)
+    assert scored.dtype == torch.float64 and torch.equal(scored.nan_to_num(9.0), raw.double().nan_to_num(9.0))
     assert trainer._get_per_token_logps_and_entropies("policy", None, None, 4)[0] is policy
     trainer._capture = {"logps": []}
     with torch.enable_grad():

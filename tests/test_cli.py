@@ -35,6 +35,13 @@ def bad_yaml(tmp_path):
         (["evaluate", "--run", "TMP"], "is not a run folder"),
         (["evaluate", "--run", "TMP", "--num-prompts", "0"], "--num-prompts must be between"),
         (["bogus"], "invalid choice"),
+        (["train", "--reward-offset", "inf"], "reward_offset: must be a finite number"),
+        (["train", "--reward-offset", "101"], "reward_offset: must be between -100 and 100"),
+        (["train", "--estimator", "grpo", "--reward-offset", "1"], "removes any constant offset"),
+        (["arena", "--reward-offset", "1e9"], "reward_offset: must be between"),
+        (["variance", "--run", "TMP", "--reward-offset", "nan"], "--reward-offset must be a finite number"),
+        (["toy", "--k", "1"], "K must be between 2 and 8"),
+        (["toy", "--offset", "500"], "offset must be between"),
     ],
 )
 def test_bad_input_is_one_error_line_and_status_2(argv, needle, bad_yaml, tmp_path, capsys):
@@ -49,4 +56,9 @@ def test_bad_input_is_one_error_line_and_status_2(argv, needle, bad_yaml, tmp_pa
 
 def test_help_is_not_an_error(capsys):
     assert cli_main(["train", "--help"]) == 0
-    assert "--max-seconds" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--max-seconds" in out
+    assert "--reward-offset" in out  # generated from RunConfig.reward_offset, with its help
+    for command in ("arena", "variance"):
+        assert cli_main([command, "--help"]) == 0
+        assert "--reward-offset" in capsys.readouterr().out

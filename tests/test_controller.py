@@ -217,7 +217,7 @@ def _request(peer, forwarded=None):
 @pytest.fixture
 def untrusted(monkeypatch):
     """No proxy in front: X-Forwarded-For is not to be believed."""
-    for var in ("SPACE_ID", "RLOO_TRUST_FORWARDED"):
+    for var in ("SPACE_ID", "RLOO_TRUST_FORWARDED", "RLOO_TRUSTED_PROXIES"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -251,28 +251,40 @@ def test_a_new_client_id_on_every_call_does_not_reset_the_sampling_rate(tmp_path
         controller.close()
 
 
-def test_a_new_client_id_on_every_call_does_not_reset_the_start_rate(tmp_path, monkeypatch, untrusted):
-    from types import SimpleNamespace
-
+def test_a_new_client_id_on_every_call_does_not_reset_the_start_rate(tmp_path, untrusted):
+    """Start's rate is per visitor too. What happens after the gate (start a run, or queue it) is left out: the
+    runner is a stand-in that records who reached it and refuses, so nothing trains."""
     from rloo_demo.ui.common import caller_of
 
-    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, starts_per_minute=2), watchdog=False))
-    started = []
+    class Reached(Exception):
+        pass
 
-    def fake_start(config, owner, owner_host=None, owner_record=None):
-        started.append((owner, owner_host))
-        return SimpleNamespace(name=f"run-{len(started)}")
+    class RunnerStandIn:
+        def __init__(self, runs_dir):
+            self.runs_dir, self.reached = runs_dir, []
 
-    monkeypatch.setattr(controller.runner, "start", fake_start)
+        def __getattr__(self, method):
+            def call(config, owner, owner_host=None, *args, **kwargs):
+                self.reached.append((owner, owner_host))
+                raise Reached(method)
+
+            return call
+
+    runner = Runner(str(tmp_path), limits=replace(LOCAL, starts_per_minute=2), watchdog=False)
+    controller = Controller(runner)
+    controller.runner = stand_in = RunnerStandIn(runner.runs_dir)
     try:
         callers = [caller_of(_request("10.0.0.7", f"203.0.113.{i}"), f"client-{i}") for i in range(3)]
-        assert controller.start({}, callers[0]) == "run-1"
-        assert controller.start({}, callers[1]) == "run-2"
+        for caller in callers[:2]:
+            with pytest.raises(Reached):
+                controller.start({}, caller)
         with pytest.raises(RateLimited, match="2 a minute per visitor"):
             controller.start({}, callers[2])
-        assert controller.start({}, caller_of(_request("10.0.0.8"), "client-2")) == "run-3"  # another address
-        assert started == [("client-0", "10.0.0.7"), ("client-1", "10.0.0.7"), ("client-2", "10.0.0.8")]
+        with pytest.raises(Reached):
+            controller.start({}, caller_of(_request("10.0.0.8"), "client-2"))  # another address
+        assert stand_in.reached == [("client-0", "10.0.0.7"), ("client-1", "10.0.0.7"), ("client-2", "10.0.0.8")]
     finally:
+        controller.runner = runner
         controller.close()
 
 
@@ -290,9 +302,10 @@ def test_behind_a_trusted_proxy_the_last_hop_is_the_visitor(monkeypatch):
     cannot choose. Rotating the hops before it changes nothing; an empty last hop falls back to the peer."""
     from rloo_demo.ui.common import caller_of
 
-    monkeypatch.delenv("SPACE_ID", raising=False)
-    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "1")
     proxy = "10.0.0.1"
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "1")  # the operator trusts its proxy: this one, and no other address
+    monkeypatch.setenv("RLOO_TRUSTED_PROXIES", f"{proxy}/32")
     assert caller_of(_request(proxy, "198.51.100.5"), "c").host == "198.51.100.5"
     assert caller_of(_request(proxy, " 1.1.1.1 ,\t 2.2.2.2,  198.51.100.5  "), "c").host == "198.51.100.5"
     assert caller_of(_request(proxy, "1.1.1.1,"), "c").host == proxy  # nothing after the last comma
@@ -433,6 +446,8 @@ def test_exports_are_bounded_and_removed_on_close(tmp_path):
     for i in range(6):
         run = RunFolder.create(RunConfig(output_dir=str(tmp_path / "runs"), run_name=f"r{i}"))
         run.append_metrics({"step": 1, "reward": 0.1})
+        assert controller.export(run.name) == []  # still training: no downloads yet (store.export)
+        run.set_status("finished")
         files = controller.export(run.name)
         assert sorted(p.name for p in files) == [f"r{i}-config.yaml", f"r{i}-metrics.csv"]
     assert len(list(controller._exports.iterdir())) <= 4

@@ -129,3 +129,98 @@ def test_the_app_bounds_malloc_arenas():
     assert arenas("free") > malloc.MALLOC_ARENAS  # without the bound, the probe does make more arenas
     assert arenas("bound") <= malloc.MALLOC_ARENAS
     assert "bound_arenas()" in inspect.getsource(app.main)
+
+
+# ----------------------------------------------------------------------------- admission and sessions (issue #25)
+
+
+def _queued_demo():
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        gr.Button().click(lambda x: x, box, box, api_name="slow", concurrency_id="sampling")
+        gr.Button().click(lambda x: x, box, box, api_name="fast")
+    demo.queue()
+    return demo
+
+
+def test_the_admission_reads_an_events_kind_and_a_visitors_held_events_from_gradio():
+    """``event_kind`` and ``queued_events`` read gradio's ``Blocks.fns``, ``BlockFunction.concurrency_id`` and
+    ``api_name``, ``Queue.event_ids_to_events`` and each ``Event``'s ``concurrency_id`` and ``request`` (the join's,
+    with the visitor stamped in its scope's state): an upgrade that renames one fails here."""
+    from types import SimpleNamespace
+
+    from gradio.queueing import Event
+
+    from rloo_demo.server.admission import VISITOR_STATE
+    from rloo_demo.ui.gradio_internals import event_kind, queued_events
+
+    demo = _queued_demo()
+    app = SimpleNamespace(get_blocks=lambda: demo)
+    slow, fast = (next(f for f in demo.fns.values() if f.api_name == name) for name in ("slow", "fast"))
+    assert event_kind(app, slow._id, None) == "sampling" == event_kind(app, None, "slow")
+    assert event_kind(app, fast._id, "ignored") == str(fast.concurrency_id) != "sampling"  # a group of its own
+    assert event_kind(app, 999, None) is None and event_kind(app, None, "nothing") is None
+
+    def request(visitor):
+        return SimpleNamespace(scope={"state": {VISITOR_STATE: visitor}})
+
+    queue = demo._queue
+    for fn, who in ((slow, "1.1.1.1"), (slow, "1.1.1.1"), (fast, "1.1.1.1"), (slow, "2.2.2.2")):
+        event = Event("session", fn, request(who), None)
+        queue.event_ids_to_events[event._id] = event
+    queue.event_ids_to_events["x"] = Event("s", slow, SimpleNamespace(scope={}), None)  # joined without a stamp
+    assert queued_events(app, "1.1.1.1", "sampling") == 2 and queued_events(app, "2.2.2.2", "sampling") == 1
+    assert queued_events(app, "1.1.1.1", str(fast.concurrency_id)) == 1 and queued_events(app, "3.3.3.3", "x") == 0
+
+
+def test_idle_sessions_are_dropped_from_gradios_state_holder():
+    """``drop_idle_sessions`` relies on ``StateHolder.session_data``, ``time_last_used``, ``lock`` and
+    ``delete_state``; a session in use, or with an event in the queue, stays."""
+    import datetime
+
+    from gradio.state_holder import StateHolder
+
+    from rloo_demo.ui.gradio_internals import drop_idle_sessions
+
+    with gr.Blocks() as demo:
+        state = gr.State(0)
+        gr.Button().click(lambda s: s, state, state)
+    holder = StateHolder()
+    holder.set_blocks(demo)
+    for session in ("old", "recent", "old-but-busy"):
+        holder[session][state._id] = 1
+    long_ago = datetime.datetime.now() - datetime.timedelta(seconds=100)
+    holder.time_last_used["old"] = holder.time_last_used["old-but-busy"] = long_ago
+    assert drop_idle_sessions(holder, 50, busy={"old-but-busy"}) == 1
+    assert set(holder.session_data) == set(holder.time_last_used) == {"recent", "old-but-busy"}
+    assert drop_idle_sessions(holder, 50) == 1 and set(holder.session_data) == {"recent"}
+
+
+def test_the_session_sweeper_runs_inside_gradios_own_lifespan():
+    """A lifespan given in ``app_kwargs`` runs inside the one gradio builds (``routes.create_lifespan_handler``),
+    with gradio's app and its ``state_holder``."""
+    import asyncio
+    import datetime
+    from types import SimpleNamespace
+
+    from gradio.route_utils import create_lifespan_handler
+    from gradio.state_holder import StateHolder
+
+    from rloo_demo.ui.gradio_internals import session_lifespan
+
+    demo = _queued_demo()
+    holder = StateHolder()
+    holder.set_blocks(demo)
+    holder["gone"]
+    holder.time_last_used["gone"] = datetime.datetime.now() - datetime.timedelta(seconds=10)
+    app = SimpleNamespace(state_holder=holder, get_blocks=lambda: demo, uploaded_file_dir="/nonexistent")
+
+    async def run():
+        async with create_lifespan_handler(session_lifespan(0.2), None, None)(app):
+            for _ in range(100):
+                if "gone" not in holder.session_data:
+                    return True
+                await asyncio.sleep(0.02)
+        return False
+
+    assert asyncio.run(run())

@@ -172,13 +172,15 @@ def _all_figures():
         "completions": [{"shaped_reward": 0.1, "baseline": 0.0, "advantage": 0.1}],
     }
     figs += [plots.group_figure(group)]
+    curves = {"k": [2, 3], "variance": {"rloo": [0.1, 0.05], "reinforce": [1.0, 0.5]}}
+    figs += [plots.toy_variance_figure(curves, 2), plots.toy_variance_figure({})]
     return figs
 
 
 @pytest.mark.parametrize("locale", OTHERS)
 def test_every_plot_text_is_translated(locale):
     """Titles, axis titles, notes and trace names: each a known phrase or pattern; names and keys stay."""
-    keep = {"vader_compound", "rloo", "a", "k2", "k3", "distinct-2"}
+    keep = {"vader_compound", "rloo", "reinforce", "a", "k2", "k3", "distinct-2"}
     for fig in _all_figures():
         english = _figure_texts(fig)
         shown = _figure_texts(i18n.localize_figure(json.loads(json.dumps(fig)), locale))
@@ -237,6 +239,7 @@ ENGLISH_PHRASES = (  # one from each sentence of these views
     *("base policy", "mean reward", "Prompt:", "completions of the same prompt", "Warning", "collapsed"),
     *("The reward and the classifier", "no values", "per-token record", "Its advantage", "log-probability"),
     *("nats", "Entropy of the policy", "TRL subtracts", "spread over the run"),
+    *("With an offset", "cancels in", "True gradient", "over the 8 states", "variance is", "points the same way"),
 )
 NUMBER = re.compile(r"[+−-]?\d+(?:\.\d+)?%?")
 
@@ -253,6 +256,10 @@ def _server_views(locale):
     out += [views.token_note_markdown(_token_group(beta=0.0), 0, "k3", locale)]
     out += [views.token_spans_html({**g, "completions": [{"text": "x"}]}, 0, "delta", locale)]
     out += [views.whatif_markdown([g, {**g, "group": 1}], 1, locale)]
+    out += [views.whatif_markdown([g, {**g, "group": 1}], 1, locale, offset=2.0)]
+    from rloo_demo.toy import exact_table
+
+    out += [views.toy_markdown(exact_table(0.0, 4, 1.0), locale)]
     out += [views.probe_html(_probe_result(), locale), views.probe_note(_probe_result(), locale)]
     out += [views.probe_html({"steps": []}, locale)]
     collapsed = {"distinct_2": 0.1, "repetition": 0.7, "base_perplexity": 900.0}

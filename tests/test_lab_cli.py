@@ -1,4 +1,4 @@
-"""The estimator lab's command line: ``variance`` and ``arena`` with tiny settings.
+"""The estimator lab's command line: ``variance`` (also under a reward offset) and ``arena`` with tiny settings.
 
 ``python -m pytest tests/test_lab_cli.py`` (a tiny run, one variance measurement, and an arena of 3 estimators x 1
 seed x 2 steps, each run in its own process: a few minutes on 2 cores; marked slow).
@@ -40,6 +40,18 @@ def test_variance_cli_prints_one_row_per_estimator(tmp_path, capsys):
     assert float(body["dr_grpo"][1]) == pytest.approx((3 / 4) ** 2, abs=2e-3)  # a scaled RLOO
     assert all(-1 <= float(r[2]) <= 1 for r in body.values())
     assert cli_main(["variance", "--run", str(state.run.path), "--steps", "0"]) == 2
+    capsys.readouterr()
+    # the same run, draws and seed under an offset C: leave-one-out's variance is the same, REINFORCE's grows
+    measured = {}
+    for offset in ("0", "2"):
+        argv = ["variance", "--run", str(state.run.path), "--steps", "1", "--reward-offset", offset, "--json"]
+        assert cli_main(argv) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["reward_offset"] == float(offset)
+        measured[offset] = {r["estimator"]: r["variance"] for r in result["rows"]}
+    for name in ("rloo", "grpo", "dr_grpo", "batch_mean"):
+        assert measured["2"][name] == pytest.approx(measured["0"][name], rel=1e-4), name
+    assert measured["2"]["reinforce"] > 2 * measured["0"]["reinforce"]
 
 
 def test_arena_cli_runs_paired_estimators_and_prints_the_table(tmp_path, capsys):

@@ -66,6 +66,74 @@ def test_whatif_shows_every_estimator_and_the_identity_with_the_real_numbers():
     assert whatif_markdown(groups, 5) == "" and whatif_markdown([], 0) == ""
 
 
+def whatif_rows(md):
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    return [[float(c) for c in line.strip("|").split("|")[1:]] for line in rows]
+
+
+def test_an_offset_leaves_the_leave_one_out_column_and_moves_reinforce():
+    groups = [make_group([0.2, 0.1, 0.2, 0.6]), make_group([1.0, 0.0, 0.5, 0.5], index=1)]
+    plain, shifted = whatif_markdown(groups, 1), whatif_markdown(groups, 1, offset=2.0)
+    columns = ["r", "rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce"]
+    for a, b in zip(whatif_rows(plain), whatif_rows(shifted), strict=True):
+        a, b = dict(zip(columns, a, strict=True)), dict(zip(columns, b, strict=True))
+        assert b["r"] == pytest.approx(a["r"] + 2.0) and b["reinforce"] == pytest.approx(a["reinforce"] + 2.0)
+        for name in ("rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean"):
+            assert b[name] == pytest.approx(a[name], abs=1.01e-3), name  # up to the shown 3 decimals' rounding
+    assert "**With an offset C = +2 added to every r**" in shifted and "(r + C) − (b + C) = r − b" in shifted
+    assert "With an offset" not in plain
+
+
+def test_the_toy_panel_shows_the_exact_table_and_refuses_bad_inputs():
+    from types import SimpleNamespace
+
+    from rloo_demo.errors import InputError
+    from rloo_demo.ui import toy_panel
+
+    ui = SimpleNamespace(plot="plot", table="table")
+    out = toy_panel.toy_view(ui, 0.0, 4, 1.0)
+    table = out["table"]
+    assert "True gradient d/dη E[r] = **-0.045000**" in table and "K = 4, C = 1" in table
+    assert "| `rloo` | -0.045000 | +0.000000 | 0.001987 | 1× |" in table
+    assert "| `dr_grpo` | -0.033750 | +0.011250 |" in table  # biased by (K−1)/K
+    assert "| `reinforce` | -0.045000 | +0.000000 | 0.5823 | 293× |" in table
+    figure = json.loads(out["plot"].plot)
+    assert figure["layout"]["yaxis"]["type"] == "log" and len(figure["data"]) == 6
+    for bad in ((float("nan"), 4, 0), (0, 9, 0), (0, 3.5, 0), (0, 4, 1e9), ("x", 4, 0), (None, 4, 0), (0, True, 0)):
+        with pytest.raises(InputError):
+            toy_panel.toy_view(ui, *bad)
+
+
+def test_the_rollouts_tabs_offset_box_refuses_what_it_cannot_use(tmp_path):
+    from rloo_demo.store.folder import RunFolder
+    from rloo_demo.ui.app import build_app
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="off"))
+    run.append_rollouts(2, [make_group([0.2, 0.1, 0.2, 0.6]), make_group([1.0, 0.0, 0.5, 0.5], index=1)])
+    run.set_status("finished")
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    try:
+        demo = build_app(controller)
+        changed = next(fn.fn for fn in demo.fns.values() if fn.api_name == "rollouts_whatif")
+        keep = next(fn.fn for fn in demo.fns.values() if fn.fn.__name__ == "keep_offset")
+        toy = next(fn.fn for fn in demo.fns.values() if fn.api_name == "toy")
+        (shown,) = changed("off", 2, "Prompt 2: p", 1.5, "en").values()
+        assert "**With an offset C = +1.5 added to every r**" in shown and "prompt 2" in shown
+        assert list(keep("off", 2, "Prompt 2: p", 1.5, shown, "en").values()) == [{"__type__": "update"}]
+        (redrawn,) = keep("off", 2, "Prompt 2: p", 1.5, whatif_markdown([], 0), "en").values()
+        assert redrawn == shown  # a tick drew it without the offset: drawn again with it
+        for bad in (float("nan"), float("inf"), 100.5, "1", None, True, [1]):
+            (text,) = changed("off", 2, "Prompt 2: p", bad, "en").values()
+            assert text.startswith("**Error:**") and "offset must be" in text, bad
+            assert list(keep("off", 2, "Prompt 2: p", bad, shown, "en").values()) == [{"__type__": "update"}]
+        plot, table = toy(0.0, 4, 0.0, "ru").values()
+        assert "Истинный градиент" in table
+        (error,) = toy(0.0, 99, 0.0, "en").values()
+        assert error.startswith("**Error:**") and "K must be between 2 and 8" in error
+    finally:
+        controller.close()
+
+
 def test_arithmetic_names_the_kl_that_shaped_the_reward_and_a_missing_baseline():
     g = make_group([1.0, 0.0, 0.5, 0.5], kl=(0.8, 0.5, 0.6))
     md = arithmetic_markdown(g, 0)

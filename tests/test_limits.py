@@ -145,17 +145,3 @@ def test_as_int_and_as_float():
     for value in ("1", None, float("nan"), float("-inf"), False):
         with pytest.raises(InputError):
             as_float("x", value, 0, 5)
-
-
-def test_forwarded_for_is_trusted_on_a_space_or_when_the_operator_says_so():
-    from rloo_demo.server.limits import trusts_forwarded_for
-
-    assert trusts_forwarded_for({}) is False
-    assert trusts_forwarded_for({"SPACE_ID": ""}) is False
-    assert trusts_forwarded_for({"SPACE_ID": "someone/rloo-demo"}) is True
-    for yes in ("1", "true", "TRUE", "yes", "on", " 1 "):
-        assert trusts_forwarded_for({"RLOO_TRUST_FORWARDED": yes}) is True, yes
-    for no in ("0", "false", "no", "off", "2", "y"):
-        assert trusts_forwarded_for({"RLOO_TRUST_FORWARDED": no}) is False, no
-        assert trusts_forwarded_for({"RLOO_TRUST_FORWARDED": no, "SPACE_ID": "someone/rloo-demo"}) is False, no
-    assert trusts_forwarded_for({"RLOO_TRUST_FORWARDED": "  ", "SPACE_ID": "someone/rloo-demo"}) is True  # unset

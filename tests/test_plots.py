@@ -598,3 +598,22 @@ def test_judges_and_kl_estimator_figures():
     kl = kl_estimators_figure(make_records())
     assert names(kl)[0].startswith("k1") and "reward" in names(kl)[0] and len(kl["data"]) == 3
     assert any("beta = 0" in a for a in annotations(kl_estimators_figure(make_records(kl=False))))
+
+
+def test_toy_figure_is_valid_plotly_on_a_log_axis_with_the_chosen_k_marked():
+    """The estimator lab's exact toy: one line per estimator against K, log scale; not in the golden file (its
+    numbers come from ``rloo_demo.toy``, tested in tests/test_toy.py), but checked against plotly's schema alike."""
+    from rloo_demo.toy import variance_curves
+
+    curves = variance_curves(0.0, 1.0)
+    fig = plots.toy_variance_figure(curves, selected_k=4)
+    empty = plots.toy_variance_figure({"k": [2, 3], "variance": {"rloo": [0.0, float("nan")]}})
+    for f in (fig, empty):
+        assert_styled(f)
+        assert plain(f)
+        assert json.loads(go.Figure(f).to_json()) == f
+    assert names(fig) == list(plots.ESTIMATOR_ORDER)
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    assert fig["data"][0]["x"] == list(range(2, 9)) and fig["data"][0]["y"] == curves["variance"]["rloo"]
+    assert [s["x0"] for s in fig["layout"]["shapes"]] == [4]
+    assert annotations(empty) == [plots.TOY_NONE] and not empty["data"]

@@ -160,7 +160,8 @@ def test_per_token_k3_is_schulmans_with_the_ratio_ref_over_pi(g):
     )  # the input tells them apart
     assert tokens.token_kl(c, "k3") == pytest.approx(expected, rel=1e-12, abs=1e-15)
     assert tokens.values_for(c, "k3") == pytest.approx(expected, rel=1e-12, abs=1e-15)
-    # by hand: log pi = -2, log pi_ref = -2.5: x = -0.5, e^-0.5 - 0.5 = 0.10653; log pi = -5, log pi_ref = -4: x = 1, e - 2
+    # by hand: log pi = -2, log pi_ref = -2.5 give x = -0.5, e^-0.5 - 0.5 = 0.10653;
+    # log pi = -5, log pi_ref = -4 give x = 1, e - 2 (inverted: 0.14872 and 1/e)
     assert tokens.k3(-2.0, -2.5) == pytest.approx(0.1065306597126334, rel=1e-12)
     assert tokens.k3(-5.0, -4.0) == pytest.approx(math.e - 2, rel=1e-12)
     # the per-token values sum to the completion's k3 as the diagnostics compute it from log pi - log pi_ref

@@ -9,7 +9,7 @@ from rloo_demo.config import RunConfig
 from rloo_demo.engine.trl_args import peft_config
 from rloo_demo.errors import ConfigError
 from rloo_demo.store.folder import RunFolder
-from rloo_demo.ui.forms import FORM_FIELDS, config_from_form, defaults
+from rloo_demo.ui.forms import FIELD, FORM_FIELDS, config_from_form, defaults, form_settings
 from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
 
 
@@ -64,6 +64,16 @@ def test_form_collects_rewards_weights_and_custom_classifier():
     assert config.reward_weights == [1.0, 0.25, 2.0]
     assert not config.use_lora
     assert peft_config(config_from_form(defaults() | {"use_lora": True, "lora_r": 4})).r == 4
+
+
+def test_form_passes_the_reward_offset_on_and_refuses_a_bad_one():
+    assert FIELD["reward_offset"].fold == "own_rewards"
+    assert config_from_form(defaults() | {"reward_offset": 1.5}).reward_offset == 1.5
+    assert form_settings({k: v for k, v in defaults().items() if k != "reward_offset"})["reward_offset"] == 0.0
+    for bad in (float("nan"), 1e6, "one"):
+        with pytest.raises(ConfigError) as info:
+            config_from_form(defaults() | {"reward_offset": bad})
+        assert "reward_offset" in info.value.problems
 
 
 def test_form_errors_name_every_bad_field():
@@ -174,25 +184,29 @@ def test_pages_watching_the_same_step_share_one_build_of_the_plots(monkeypatch):
 
 def test_visitors_are_told_apart_by_forwarded_for_only_behind_a_proxy(monkeypatch):
     """Per-visitor rates key on the address. A client without a proxy in front writes X-Forwarded-For itself and
-    could be someone new on every call, so the header counts only on a Space or where the operator trusts it."""
+    could be someone new on every call, so the header counts only from a trusted proxy: on a Space its own
+    (``limits.SPACE_PROXIES``), elsewhere those the operator names in ``RLOO_TRUSTED_PROXIES``."""
     from types import SimpleNamespace
 
     from rloo_demo.ui.common import caller_of
 
-    peer = SimpleNamespace(host="127.0.0.1")
-    request = SimpleNamespace(headers={"x-forwarded-for": "1.2.3.4, 10.9.8.7"}, client=peer)
-    for var in ("SPACE_ID", "RLOO_TRUST_FORWARDED"):
+    headers = {"x-forwarded-for": "1.2.3.4, 198.51.100.7"}
+    request = SimpleNamespace(headers=headers, client=SimpleNamespace(host="10.9.8.7"))
+    direct = SimpleNamespace(headers=headers, client=SimpleNamespace(host="127.0.0.1"))
+    for var in ("SPACE_ID", "RLOO_TRUST_FORWARDED", "RLOO_TRUSTED_PROXIES"):
         monkeypatch.delenv(var, raising=False)
-    assert caller_of(request, "cid").host == "127.0.0.1"
-    monkeypatch.setenv("SPACE_ID", "someone/rloo-demo")
-    assert caller_of(request, "cid").host == "10.9.8.7"  # the hop the Space's proxy appended
-    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "0")
-    assert caller_of(request, "cid").host == "127.0.0.1"
-    monkeypatch.delenv("SPACE_ID")
-    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "1")
     assert caller_of(request, "cid").host == "10.9.8.7"
+    monkeypatch.setenv("SPACE_ID", "someone/rloo-demo")
+    assert caller_of(request, "cid").host == "198.51.100.7"  # the hop the Space's proxy appended
+    assert caller_of(direct, "cid").host == "127.0.0.1"  # a caller that is not the Space's proxy
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "0")
+    assert caller_of(request, "cid").host == "10.9.8.7"
+    monkeypatch.delenv("SPACE_ID")
+    monkeypatch.delenv("RLOO_TRUST_FORWARDED")
+    monkeypatch.setenv("RLOO_TRUSTED_PROXIES", "10.9.0.0/16")
+    assert caller_of(request, "cid").host == "198.51.100.7"
     request.headers = {}
-    assert caller_of(request, "cid").host == "127.0.0.1"
+    assert caller_of(request, "cid").host == "10.9.8.7"
 
 
 def test_the_smoothing_slider_event_goes_through_the_shared_builds(tmp_path, monkeypatch):

@@ -85,6 +85,9 @@ class Subscription:
 TRAIN_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_loss")
 
 
+SAVE_RESERVE_SECONDS = 3.0  # kept free at the end of a budget for saving the model and the run's files
+
+
 class LiveMetricsCallback(TrainerCallback):
     """Publishes every logged training step and honours stop requests at step boundaries.
 
@@ -99,17 +102,39 @@ class LiveMetricsCallback(TrainerCallback):
         stop_file: str | None = None,
         budget_seconds: float | None = None,
         on_stop: Callable[[str], None] | None = None,
+        budget_started: float | None = None,
+        clock: Callable[[], float] = time.time,
     ):
         self.channel = channel
         self.stop_event = stop_event or threading.Event()
         self.on_record = on_record
         self.stop_file = stop_file  # another process (the web app) asks a subprocess run to stop by creating it
-        self.budget_seconds = budget_seconds  # training time after which the run stops itself at a step boundary
+        # The compute budget is wall time from ``budget_started`` (the job's start: loading counts), and the run stops
+        # before a step that would end past it, not at the first boundary after it, with time left to save.
+        self.budget_seconds = budget_seconds
         self.on_stop = on_stop  # told why the run stops when the reason is decided here (the budget)
-        self.started = time.time()
+        self.clock = clock
+        self.started = clock()
+        self.budget_started = budget_started
+        self._step_began: float | None = None
+        self.last_step_seconds: float | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.started = time.time()
+        self.started = self.clock()
+        if self.budget_started is None:
+            self.budget_started = self.started
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_began = self.clock()
+
+    def out_of_budget(self) -> bool:
+        """Whether the next step (as long as the last one, with ``SAVE_RESERVE_SECONDS`` to save) would end past
+        the budget's deadline."""
+        if self.budget_seconds is None:
+            return False
+        now = self.clock()
+        deadline = (self.budget_started if self.budget_started is not None else self.started) + self.budget_seconds
+        return now + (self.last_step_seconds or 0.0) + SAVE_RESERVE_SECONDS >= deadline
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or any(k in logs for k in TRAIN_SUMMARY_KEYS) or "reward" not in logs:
@@ -125,8 +150,10 @@ class LiveMetricsCallback(TrainerCallback):
         self.channel.publish(record)
 
     def on_step_end(self, args, state, control, **kwargs):
+        if self._step_began is not None:
+            self.last_step_seconds = self.clock() - self._step_began
         stop = self.stop_event.is_set() or bool(self.stop_file and os.path.exists(self.stop_file))
-        if not stop and self.budget_seconds is not None and time.time() - self.started >= self.budget_seconds:
+        if not stop and self.out_of_budget():
             stop = True
             if self.on_stop is not None:
                 self.on_stop(f"it reached this server's compute budget of {self.budget_seconds:g} s")

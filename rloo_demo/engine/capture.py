@@ -24,6 +24,23 @@ Each step it also logs what TRL does not (``rloo_demo.engine.diagnostics``): the
 judges of the text (distinct-2, repetition). ``batch_observers`` (the gradient-variance meter) see each training
 batch after it is recorded and may add metrics of their own. Two subclass hooks, ``_baselines`` and
 ``_replace_advantages``, let ``rloo_demo.engine.trainers`` remove the baseline (plain REINFORCE) without patching TRL.
+
+``reward_offset`` (``RunConfig.reward_offset``, the baseline lab) adds a constant C to every completion's reward
+before the KL shaping. TRL combines the scores inside ``_generate_and_score_completions`` and offers no hook between
+that sum and the KL term, so ``_calculate_rewards`` hands TRL one more score column, C wherever any function scored
+(NaN on an unscorable row, which so stays unscorable), and the weights one more weight, 1: TRL's own sum, clip, KL
+shaping and leave-one-out baseline then run on ``score + C`` exactly as on any reward. Not a reward function of
+weight 1: that would score the unscorable rows (they would get C) and add a ``rewards/offset`` metric. In TRL's log
+only ``reward`` moves, by exactly C (its weighted sum includes the column); ``reward_std``, ``rewards/<function>/*``
+and the recorded ``scores`` stay the functions' own. The recorded ``weighted_reward``, ``shaped_reward`` and
+``baseline`` include C; the leave-one-out advantages do not move (C cancels in r − mean of the others).
+
+The scores reach TRL's reward arithmetic in float64 (``_calculate_rewards``), and the advantages go to the loss in
+float32 again. In float32, r + C rounds away the low bits of every reward (float32's spacing is 1.2e-7 at 1 and
+7.6e-6 at 100, about VADER's smallest step), which moves the advantages by ~1e-7; Adam blows such noise up to
+full-size steps on weights whose true gradient is 0, so a run with C = 1 sampled another token than the run without
+by step 10. In float64, C cancels in the baseline to ~1e-16, below the float32 rounding of the advantages: the two
+runs sample the same completions (``tests/test_reward_offset.py``). The arithmetic is TRL's, on 16 numbers a step.
 With ``record_tokens`` it also keeps, per completion token, the piece of text, the policy's and the reference's
 log-probabilities (the tensors above), the policy's entropy (asked of TRL's own scoring call, from the same
 logits), and, at the step boundary, the log-probability under the weights right after the optimiser update: one
@@ -77,8 +94,20 @@ class CapturingRLOOTrainer(RLOOTrainer):
     baseline_kind = "leave-one-out"  # recorded in every group; "none" for plain REINFORCE (rloo_demo.engine.trainers)
     _after = None  # the last step's "after" pass while a speed-up runs it on a worker thread (``result()``, ``wait()``)
 
-    def __init__(self, *args, rollout_sink: RolloutSink | None = None, record_tokens: bool = True, **kwargs):
+    reward_offset = 0.0  # C, added to every scorable completion's reward before the KL shaping (see above)
+
+    def __init__(
+        self,
+        *args,
+        rollout_sink: RolloutSink | None = None,
+        record_tokens: bool = True,
+        reward_offset: float = 0.0,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
+        self.reward_offset = float(reward_offset)
+        if self.reward_offset:  # the weight of the offset column (``_calculate_rewards``); TRL sums it with the rest
+            self.reward_weights = torch.cat([self.reward_weights, torch.ones(1, dtype=self.reward_weights.dtype)])
         self.rollout_sink = rollout_sink
         self.record_tokens = record_tokens
         self._capture: dict | None = None
@@ -104,6 +133,14 @@ class CapturingRLOOTrainer(RLOOTrainer):
             # A chat run's prompts and completions are messages: keep what a person reads, the user turn and reply
             self._capture["prompts"] = [prompt_text(p) for p in prompts]
             self._capture["completions"] = [completion_text(c) for c in completions]
+        # TRL's reward arithmetic (the weighted sum, the KL shaping, the baseline) runs in the dtype of these scores:
+        # float64, so that an offset cancels in the baseline far below float32's rounding (see the module docstring)
+        rewards_per_func = rewards_per_func.double()
+        if self.reward_offset:
+            # TRL's rows are gathered over processes already; NaN where no function scored keeps the row unscorable
+            scored = ~torch.isnan(rewards_per_func).all(dim=1, keepdim=True)
+            column = torch.full_like(rewards_per_func[:, :1], self.reward_offset).masked_fill(~scored, float("nan"))
+            rewards_per_func = torch.cat([rewards_per_func, column], dim=1)
         return rewards_per_func
 
     # 2. per-token log-probabilities of policy and reference
@@ -130,6 +167,7 @@ class CapturingRLOOTrainer(RLOOTrainer):
             captured = self._capture
         finally:
             self._capture = None
+        output["advantages"] = output["advantages"].float()  # the loss's dtype, as TRL's float32 rewards give it
         if self.model.training:
             self._record(captured, output)
             for observe in self.batch_observers:
@@ -173,16 +211,17 @@ class CapturingRLOOTrainer(RLOOTrainer):
         tokens = self._token_lists(cap, output) if self.record_tokens else None
 
         raw = cap["rewards_per_func"]  # already gathered over processes by TRL, None already turned into NaN
-        weights = self.reward_weights.float().cpu()
-        # The one combination (NaN for a completion no function scored, TRL's clip range), not a nansum of our own:
-        # a nansum turns an unscorable completion into a reward of 0, which TRL does not.
-        weighted = combine_scores(raw.T.tolist(), weights.tolist(), self.reward_clip_range)
+        names = list(self.reward_func_names)
+        weights = self.reward_weights.float().cpu()[: len(names)]  # the functions' (the offset's column is not one)
+        # The one combination (NaN for a completion no function scored, TRL's clip range, the offset summed before
+        # the clip as TRL sums its column), not a nansum of our own: a nansum turns an unscorable completion into a
+        # reward of 0, which TRL does not.
+        weighted = combine_scores(raw.T.tolist(), weights.tolist(), self.reward_clip_range, self.reward_offset)
         shaped = shaped_rewards(weighted, kl, self.beta)
         self._replace_advantages(output, shaped)
         advantages = acc.gather(output["advantages"].detach().float()).cpu().tolist()
 
         k = self.num_generations
-        names = list(self.reward_func_names)
         step = self.state.global_step + 1  # the optimisation step this batch is for
         groups = []
         for g, rewards in enumerate(group(shaped, k)):

@@ -100,7 +100,8 @@ class MeterInputs:
 class MeterSettings:
     """The run's sampling and reward settings the extra replicates are drawn and scored with."""
 
-    reward: Callable[[list[str], list[str]], list[float]]  # prompts, completion texts -> weighted raw reward
+    # prompts, completion texts -> the combined reward, the run's reward_offset included (``combine_scores``)
+    reward: Callable[[list[str], list[str]], list[float]]
     beta: float
     temperature: float
     top_p: float
@@ -234,14 +235,15 @@ class TrainingMeter:
 
 
 def _trainer_reward(trainer) -> Callable[[list[str], list[str]], list[float]]:
-    """The trainer's own reward: its functions' scores combined with its weights and clip range by
+    """The trainer's own reward: its functions' scores combined with its weights, clip range and reward offset by
     ``combine_scores``, the definition the trainer's record uses, so the extra replicates are scored as the step's
     own batch was (NaN for a completion no function scored; the estimators give it advantage 0)."""
-    weights = trainer.reward_weights.float().cpu().tolist()
+    weights = trainer.reward_weights.float().cpu().tolist()[: len(trainer.reward_funcs)]  # not the offset's column
+    offset = getattr(trainer, "reward_offset", 0.0)
 
     def reward(prompts: list[str], texts: list[str]) -> list[float]:
         columns = [fn(prompts=prompts, completions=texts) for fn in trainer.reward_funcs]
-        return combine_scores(columns, weights, trainer.reward_clip_range)
+        return combine_scores(columns, weights, trainer.reward_clip_range, offset)
 
     return reward
 
@@ -277,12 +279,17 @@ def left_padded(tokenizer, prompts: Sequence) -> tuple[list[list[int]], list[lis
     return [[pad] * (width - len(x)) + x for x in ids], [[0] * (width - len(x)) + [1] * len(x) for x in ids]
 
 
-def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progress=None) -> dict:
+def measure_run(
+    run, steps: int = 5, at: str = "trained", seed: int = 0, progress=None, reward_offset: float | None = None
+) -> dict:
     """The meter on a run's policy, outside training: ``steps`` batches of the run's training prompts
     (``prompts_per_step`` each, K completions per prompt, all R replicates sampled fresh), scored with the run's
-    rewards, beta, sampling settings and reference (the base policy). ``at``: the trained model or the base."""
+    rewards, beta, sampling settings and reference (the base policy). ``at``: the trained model or the base.
+    ``reward_offset`` replaces the run's own (``RunConfig.reward_offset``): the same policy and draws measured under
+    another constant added to every reward, where REINFORCE's variance grows and leave-one-out's does not."""
 
     config = run.config()
+    offset = config.reward_offset if reward_offset is None else float(reward_offset)
     if at == "trained" and run.model_dir is None:
         raise NotFound(f"run {run.name!r} has no trained model yet; use --at base or train it first")
     policy, tokenizer = load_policy(str(run.model_dir) if at == "trained" else config.policy)
@@ -299,7 +306,9 @@ def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progres
     prompts = run_prompts(config, "train", steps * n)["prompt"]
     reward = WeightedReward.from_names(config.rewards, config.weights)
     settings = MeterSettings(
-        reward=lambda p, t: reward(p, t),
+        reward=lambda p, t: combine_scores(
+            list(reward.score_each(p, t).values()), reward.weights, reward.clip_range, offset
+        ),
         beta=config.beta,
         temperature=config.temperature,
         top_p=config.top_p,
@@ -330,6 +339,7 @@ def measure_run(run, steps: int = 5, at: str = "trained", seed: int = 0, progres
         "prompts_per_step": n,
         "k": config.num_generations,
         "replicates": REPLICATES,
+        "reward_offset": offset,
         "seconds": seconds,
         "rows": summary_rows(per_step),
         "per_step": per_step,

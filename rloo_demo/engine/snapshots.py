@@ -146,9 +146,12 @@ def probe(
     scorer: Callable[[list[str], list[str]], tuple[dict, list[float]]],
     temperature: float = 1.0,
     top_p: float = 1.0,
+    asked=None,
 ) -> list[dict]:
     """Sample ``num_samples`` completions of ``prompt`` from each policy, with the same seed for every one (and the
-    run's own temperature and top-p, so they read like its rollouts).
+    run's own temperature and top-p, so they read like its rollouts). ``asked`` is the prompt as the policy sees it
+    (``task.data.as_run_prompt``: a chat run's messages, with its system prompt; default ``prompt``); the scorer
+    reads ``prompt``, the typed text, as Compare's does.
 
     ``policies`` yields ``(step, label, load)``; each model is loaded only when its turn comes and dropped after, so
     one snapshot at a time is in memory. A snapshot removed meanwhile (thinned by the run) is skipped. Returns one
@@ -161,7 +164,9 @@ def probe(
         except OSError:
             log.info("snapshot of step %s went away before the probe reached it", step)
             continue
-        samples = sample(model, tokenizer, prompt, num_samples, max_new_tokens, temperature, top_p, seed)
+        samples = sample(
+            model, tokenizer, prompt if asked is None else asked, num_samples, max_new_tokens, temperature, top_p, seed
+        )
         texts = [s["text"] for s in samples]
         del model
         _, rewards = scorer([prompt] * len(texts), texts)

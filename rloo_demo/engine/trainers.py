@@ -5,11 +5,13 @@
 - ``reinforce``: the same trainer with the baseline removed, A_i = r_i (the shaped reward; 0 for a completion no
   reward function scored, as RLOO gives it). Only the advantage step changes (``ReinforceTrainer`` overrides the
   capture's two hooks); TRL does everything else, so a difference between ``rloo`` and ``reinforce`` runs is the
-  baseline's doing.
+  baseline's doing. Under a ``reward_offset`` C its advantages are r_i + C: the offset REINFORCE cannot remove,
+  where RLOO's leave-one-out baseline removes it exactly.
 - ``grpo``: TRL's own ``GRPOTrainer`` with ``scale_rewards="group"``: A_i = (r_i - group mean) / group std. Here
   ``beta`` enters the *loss* (a per-token k3 KL term against the reference), not the reward as in RLOO; the other
   GRPO settings keep TRL's defaults (``loss_type="dapo"``, token-level importance ratios). Every setting the run's
   ``RLOOConfig`` sets is carried over, so both trainers see the same batch sizes, sampling, learning rate and seed.
+  A ``reward_offset`` is refused for GRPO (``RunConfig.problems``): its group mean removes any constant.
 
 GRPO runs train and log like any run (metrics, model, evaluation), but record no rollouts: the rollout capture and
 the gradient-variance meter are RLOO's (``rloo_demo.engine.capture``).

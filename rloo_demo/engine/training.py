@@ -31,11 +31,13 @@ from rloo_demo.engine.meter import TrainingMeter
 from rloo_demo.engine.snapshots import SnapshotCallback
 from rloo_demo.engine.trainers import models_held, set_backward_threads, set_step_threads, trainer_for
 from rloo_demo.engine.trl_args import peft_config, rloo_config
+from rloo_demo.errors import DiskFull
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.model_size import check_policy_fits
+from rloo_demo.models.modules import check_lora_targets
 from rloo_demo.models.policy import load_policy
 from rloo_demo.models.templates import check_template
-from rloo_demo.store.folder import RunFolder, _is_disk_full
+from rloo_demo.store.folder import RunFolder, is_disk_full_error
 from rloo_demo.store.process import process_identity
 from rloo_demo.task.data import run_prompts
 from rloo_demo.task.rewards import build_reward
@@ -52,6 +54,7 @@ def check_resources(config: RunConfig) -> None:
 
     check_policy_fits(config)  # from the safetensors headers (or the hub's metadata): before any download
     folder = resolve_model(config.policy)
+    check_lora_targets(config, folder)  # from the policy's config on the meta device: no weights read
     for name in config.rewards:
         build_reward(name)  # classifier rewards resolve their model and check it is one; modules are imported
     check_template(config, folder)
@@ -112,7 +115,8 @@ class RunState:
     status: str = "pending"
     error: str | None = None
     stop_reason: str | None = None  # why a stop was asked for: the starter, the budget, an abandoned page, ...
-    budget_seconds: float | None = None  # compute budget: the run stops itself at the first step boundary past it
+    budget_seconds: float | None = None  # compute budget: wall time from ``budget_started``, loading included
+    budget_started: float | None = None  # when the job started (time.time()); the budget's clock runs from here
     trainer: object = None
     # step -> prompt groups of the latest steps, for live readers (older steps: the run folder's rollouts.jsonl)
     rollouts: OrderedDict[int, list[dict]] = field(default_factory=OrderedDict)
@@ -202,9 +206,12 @@ def train(
 
 def _record_failure(state: RunState, exc: Exception) -> None:
     """Mark the run failed in memory first (what the page shows), then on disk if the disk still takes it."""
-    disk_full = isinstance(exc, OSError) and _is_disk_full(exc)
+    disk_full = is_disk_full_error(exc)  # an OSError ENOSPC, or safetensors' SafetensorError saving the model
     state.status = "failed"
-    state.error = "disk full: the run could not write its files" if disk_full else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DiskFull):  # it says which write failed
+        state.error = str(exc)
+    else:
+        state.error = "disk full: the run could not write its files" if disk_full else f"{type(exc).__name__}: {exc}"
     if state.run is None:
         return
     try:
@@ -248,6 +255,7 @@ def build_trainer(
             on_record=run.append_metrics if run else None,
             stop_file=stop_file,
             budget_seconds=state.budget_seconds,
+            budget_started=state.budget_started,
             on_stop=state.request_stop,
         ),
         state.weights,
@@ -261,6 +269,7 @@ def build_trainer(
         {
             "rollout_sink": lambda step, groups: _keep_rollouts(state, step, groups),
             "record_tokens": config.record_tokens,
+            "reward_offset": config.reward_offset,
         },
         trainer_cls=trainer_cls,
     )
@@ -306,6 +315,7 @@ class TrainingJob:
         self.status_extra: dict = {}  # written into status.json when the folder is made (e.g. the owner's hash)
 
     def start(self, resources_checked: bool = False) -> TrainingJob:
+        self.state.budget_started = time.time()  # the slot is this run's from now: loading counts against its budget
         if not resources_checked:
             check_resources(self.state.config)
         self.state.run = RunFolder.create(self.state.config, **self.status_extra)

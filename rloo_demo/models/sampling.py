@@ -10,6 +10,10 @@ bookkeeping) is needed.
 
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
+
 import torch
 
 from rloo_demo.errors import InputError
@@ -24,6 +28,53 @@ def _filter_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     drop = cumulative - sorted_logits.softmax(-1) > top_p  # keep the smallest set whose mass reaches top_p
     sorted_logits[drop] = float("-inf")
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+def context_length(config) -> int:
+    """Tokens a model reads at most (prompt and completion together), from its config."""
+    for key in ("n_positions", "max_position_embeddings"):
+        value = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 2048
+
+
+def prompt_ids_that_fit(tokenizer, prompt, max_new_tokens: int, max_ctx: int) -> list[int]:
+    """The prompt's token ids, or ``InputError`` naming the prompt and its token count when it and
+    ``max_new_tokens`` do not fit the context. A character cap does not bound tokens: 500 emoji are over 1,000
+    byte-level tokens, past the embedded policy's 256 positions (its position table would be indexed out of range)."""
+    if isinstance(prompt, str):
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"prompt is not valid Unicode text (a lone surrogate at character {exc.start})") from None
+    if max_new_tokens >= max_ctx:
+        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
+    ids = encode_prompt(tokenizer, prompt) or [tokenizer.bos_token_id or tokenizer.eos_token_id]
+    room = max_ctx - max_new_tokens
+    if len(ids) > room:
+        raise InputError(
+            f"prompt is {len(ids):,} tokens long; this policy reads {max_ctx} tokens, {max_new_tokens} of them for "
+            f"the completion, so a prompt may have at most {room:,} tokens: shorten it"
+        )
+    return list(ids)
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer(folder: str):
+    from transformers import AutoTokenizer  # heavy: loaded with the first check, as load_policy does
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def check_prompt_fits(folder: str, prompt, max_new_tokens: int) -> None:
+    """Before any model loads: ``InputError`` when ``prompt`` (a text or a chat's messages) and ``max_new_tokens``
+    do not fit the context of the policy in ``folder``, from its tokenizer and ``config.json`` alone."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the model's own load says what is wrong with it
+    prompt_ids_that_fit(_tokenizer(str(folder)), prompt, max_new_tokens, context_length(config))
 
 
 @torch.no_grad()
@@ -83,13 +134,7 @@ def sample(
     ``prompt`` is a text, or a chat's messages (tokenized through the chat template, as TRL does; the text is then
     the reply)."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    ids = torch.tensor([encode_prompt(tokenizer, prompt)], dtype=torch.long)
-    if ids.size(1) == 0:
-        ids = torch.tensor([[tokenizer.bos_token_id or tokenizer.eos_token_id]])
-    max_ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", 2048)
-    if max_new_tokens >= max_ctx:
-        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
-    prompt_ids = ids[0, -(max_ctx - max_new_tokens) :].tolist()
+    prompt_ids = prompt_ids_that_fit(tokenizer, prompt, max_new_tokens, context_length(model.config))
     eos = tokenizer.eos_token_id
     samples = []
     for row in sample_token_ids(model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, gen, eos):
@@ -106,7 +151,7 @@ def sequence_logprob(model, tokenizer, prompt, completion_ids: list[int]) -> flo
     if not completion_ids:
         return 0.0
     device = next(model.parameters()).device
-    prompt_ids = encode_prompt(tokenizer, prompt)
+    prompt_ids = prompt_ids_that_fit(tokenizer, prompt, len(completion_ids), context_length(model.config))
     ids = torch.tensor([prompt_ids + completion_ids], device=device)
     logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     logps = logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids, device=device)[:, None])

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
+from rloo_demo.store.folder import file_stamp
+
 
 class LRU(OrderedDict):
     """A small least-recently-used mapping."""
@@ -26,10 +28,7 @@ class LRU(OrderedDict):
             self.popitem(last=False)
 
 
-def stamp(path: Path) -> tuple[int, int]:
-    """``(mtime in ns, size)`` of a file, ``(0, 0)`` where there is none: a cached read of it is fresh while equal."""
-    try:
-        st = path.stat()
-    except OSError:
-        return (0, 0)
-    return (st.st_mtime_ns, st.st_size)
+def stamp(path: Path) -> tuple[int, int, int]:
+    """``(mtime in ns, size, inode)`` of a file, ``(0, 0, 0)`` where there is none: a cached read of it is fresh
+    while equal (``store.folder.file_stamp``, which the store's own caches use)."""
+    return file_stamp(path)

@@ -154,6 +154,7 @@ class Inference:
                 Scorer(config),
                 config.temperature,
                 config.top_p,
+                asked=as_run_prompt(config, args["prompt"]),  # the user turn of a chat, as in Compare and training
             )
         return {
             "run": name,

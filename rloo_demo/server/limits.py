@@ -16,11 +16,13 @@ A local server (``python app.py`` on your machine) keeps the same checks with th
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
-from rloo_demo.config import MAX_SEED, TEMPERATURE_RANGE, RunConfig, _short_repr
+from rloo_demo.config import MAX_SEED, TEMPERATURE_RANGE, RunConfig, _short_repr, text_problem
 from rloo_demo.errors import ConfigError, InputError
 from rloo_demo.models.hub import EMBEDDED_CLASSIFIER, EMBEDDED_POLICY
 from rloo_demo.task.data import EMBEDDED_SOURCE as EMBEDDED_DATA
@@ -96,6 +98,9 @@ class Limits:
                 changes[f.name] = raw or None
             else:
                 changes[f.name] = _env_number(var, raw, f.type)
+        proxies = trusted_proxies_from_env(env)  # RLOO_TRUSTED_PROXIES, else a Space's own proxy, checked
+        if proxies is not None:
+            changes["trusted_proxies"] = proxies
         return replace(base, **changes)
 
     # ------------------------------------------------------------------ runs
@@ -297,21 +302,73 @@ def as_float(name: str, value, lo: float, hi: float) -> float:
 
 
 def as_text(name: str, value, max_chars: int) -> str:
+    """A text of at most ``max_chars`` characters that encodes (no lone surrogate, which no tokenizer or answer
+    takes)."""
     if not isinstance(value, str):
         raise InputError(f"{name} must be a text, not {_short_repr(value)}")
     if len(value) > max_chars:
         raise InputError(f"{name} is {len(value)} characters long; this server takes at most {max_chars}")
+    problem = text_problem(value)
+    if problem:
+        raise InputError(f"{name} {problem}")
     return value
 
 
-def trusts_forwarded_for(env: Mapping[str, str] | None = None) -> bool:
-    """Whether the ``X-Forwarded-For`` header tells visitors apart (for the per-visitor rates): only behind a proxy
-    that appends the client's address, as a Space's does (``SPACE_ID`` set), or where the operator says so with
-    ``RLOO_TRUST_FORWARDED=1`` (``0`` turns it off on a Space). Without such a proxy a client writes the header
-    itself and could be someone new on every call, so the socket's peer address is used."""
+def trusted_proxies_from_env(env: Mapping[str, str] | None = None) -> tuple[str, ...] | None:
+    """The networks whose ``X-Forwarded-For`` this server believes, as the environment sets them: the comma-separated
+    ``RLOO_TRUSTED_PROXIES`` where it is set (empty: none); else on a Space (``SPACE_ID`` set) ``SPACE_PROXIES``,
+    the private networks its proxy connects from; ``RLOO_TRUST_FORWARDED=0`` believes no one, whatever the rest
+    says. ``None``: the environment says nothing (the mode's default stands). A malformed network is a clear
+    startup error."""
     env = os.environ if env is None else env
-    raw = env.get("RLOO_TRUST_FORWARDED", "").strip()
-    return _truthy(raw) if raw else bool(env.get("SPACE_ID"))
+    never = env.get("RLOO_TRUST_FORWARDED", "").strip().lower() in ("0", "false", "no", "off")
+    if never:
+        return ()
+    if "RLOO_TRUSTED_PROXIES" in env:
+        found = tuple(x.strip() for x in env["RLOO_TRUSTED_PROXIES"].split(",") if x.strip())
+    elif env.get("SPACE_ID"):
+        found = SPACE_PROXIES
+    else:
+        return None
+    try:
+        _networks(found)
+    except ValueError as exc:
+        raise SystemExit(f"error: RLOO_TRUSTED_PROXIES: {exc}") from None
+    return found
+
+
+def visitor_address(peer: str | None, forwarded: str | Sequence[str] | None, trusted: Sequence[str]) -> str | None:
+    """Who a request comes from, for every per-visitor limit: the connection's peer address, unless the peer is a
+    proxy in one of the ``trusted`` networks. A proxy appends the address it saw to ``X-Forwarded-For``
+    (``forwarded``: the header's value, or each of its values in order when it came more than once), so the hops
+    are read from the right: the first one that is not itself a trusted proxy is the visitor. What a client wrote
+    into the header stands to the left of what the proxies appended and is never reached. A malformed or empty hop
+    where the visitor should be means the header is not the proxy's: the peer counts."""
+    networks = _networks(tuple(trusted))
+    if not networks or not peer or not _within(peer, networks) or not forwarded:
+        return peer
+    text = forwarded if isinstance(forwarded, str) else ",".join(forwarded)
+    for hop in reversed(text.split(",")):
+        try:
+            address = ipaddress.ip_address(hop.strip())
+        except ValueError:
+            return peer
+        if not any(address in net for net in networks):
+            return str(address)
+    return peer  # every hop a proxy of ours: the request started inside
+
+
+@functools.lru_cache(maxsize=16)
+def _networks(trusted: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(net, strict=False) for net in trusted)
+
+
+def _within(peer: str, networks) -> bool:
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    return any(address in net for net in networks)
 
 
 def _truthy(value: str) -> bool:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rloo_demo.arena import ARENA_FILE, markdown_table
-from rloo_demo.config import RunConfig, is_valid_run_name
-from rloo_demo.errors import NotFound, UserError
+from rloo_demo.config import RunConfig, is_valid_run_name, text_problem
+from rloo_demo.errors import InputError, NotFound
 from rloo_demo.server.cache import LRU
 from rloo_demo.server.cache import stamp as file_stamp
 from rloo_demo.server.gates import Caller
@@ -62,6 +62,8 @@ class RunReader:
         self.redact = redactor.redact
         self._views = LRU(CACHE_ENTRIES)  # run name -> (file stamps, RunView) for runs read from disk
         self._indexes = LRU(CACHE_ENTRIES)  # rollouts.jsonl path -> RolloutIndex
+        self._steps = LRU(CACHE_ENTRIES)  # (rollouts.jsonl path, step) -> (its byte ranges, the parsed groups)
+        self._listed: tuple | None = None  # (the listed runs' stamps, list_runs's answer)
         self._cache_lock = threading.Lock()
 
     def step_seconds(self, config: RunConfig) -> float:
@@ -69,22 +71,16 @@ class RunReader:
         (or from the embedded default measured on 2 cores when there is none)."""
         work = config.completions_per_step * config.max_new_tokens
         for run in self.runner.runs()[:20]:
-            summary_config = self._config_or_none(run)
+            view = self.view(run.name)  # cached by file stamps: an estimate per form change re-reads nothing
+            summary_config = view.config if view is not None else None
             if summary_config is None or summary_config.policy != config.policy:
                 continue
-            records = run.metrics()
+            records = view.records
             times = [r["step_time"] for r in records[1:] if isinstance(r.get("step_time"), int | float)]
             if len(times) >= 5:
                 past = summary_config.completions_per_step * summary_config.max_new_tokens
                 return sum(times) / len(times) * work / past
         return DEFAULT_STEP_SECONDS * work / DEFAULT_STEP_WORK
-
-    @staticmethod
-    def _config_or_none(run) -> RunConfig | None:
-        try:
-            return run.config()
-        except (UserError, OSError):
-            return None
 
     def default_run(self) -> str | None:
         """The run a fresh page attaches to: the newest one training, else the newest on disk."""
@@ -99,6 +95,9 @@ class RunReader:
         while another trains. Also the page's heartbeat: its starter's run is not abandoned while it ticks."""
         self.runner.heartbeat(owner=caller.client_id or None)
         name = name if isinstance(name, str) and name else None
+        _, turn = self.runner.turn_of(caller.key)
+        if turn is not None and turn.started and turn.started != name and self.runner.get_active(turn.started):
+            return turn.started  # the visitor's place in the line became a run: its page shows it
         active = self.runner.latest_active()
         if active is not None and active.name != name:
             view = self.view(name)
@@ -181,6 +180,32 @@ class RunReader:
             "records": [r for r in view.records if r.get("step", 0) > since],
         }
 
+    def _readable_run(self, name):
+        """The folder of a run on disk that can be shown, or None: whether it is readable comes from its cached
+        view (a few ``stat`` calls), not from parsing its status and config again at every read."""
+        try:
+            run = self.runner.run(name)
+        except NotFound:
+            return None
+        view = self.view(name)
+        return run if view is not None and not view.status.startswith("unreadable") else None
+
+    def _read_step(self, index: RolloutIndex, step: int) -> list[dict]:
+        """One step's groups from disk, parsed once: a step's lines never change once written (the file is only
+        appended to), so the parse is cached by the file's identity and the byte ranges of the step."""
+        groups_at = index.offsets.get(step)
+        stamp = file_stamp(index.path)
+        key = (str(index.path), step)
+        ident = (stamp[2], tuple(groups_at or ()))
+        with self._cache_lock:
+            cached = self._steps.get_fresh(key)
+        if cached is not None and cached[0] == ident:
+            return list(cached[1])
+        groups = index.read(step)
+        with self._cache_lock:
+            self._steps.put(key, (ident, groups))
+        return list(groups)
+
     def _index(self, run) -> RolloutIndex:
         path = run.path / "rollouts.jsonl"
         with self._cache_lock:
@@ -196,13 +221,8 @@ class RunReader:
         active = self.runner.get_active(name)
         if active is not None:
             return active.rollout_steps()
-        try:
-            run = self.runner.run(name)
-        except NotFound:
-            return []
-        if run.unreadable():
-            return []
-        return self._index(run).steps()
+        run = self._readable_run(name)
+        return self._index(run).steps() if run is not None else []
 
     def rollouts(self, name, step) -> list[dict]:
         """The prompt groups of one step (the latest if ``step`` is None or <= 0)."""
@@ -216,31 +236,47 @@ class RunReader:
             groups = active.rollouts(step)
             if groups is not None:
                 return groups
-            return self._index(active.run).read(step) if active.run is not None else []
-        try:
-            run = self.runner.run(name)
-        except NotFound:
-            return []
-        if run.unreadable():
+            if active.run is None:
+                return []
+            index = self._index(active.run)
+            steps = index.steps()  # brings the index up to date
+            return self._read_step(index, step if step is not None else steps[-1]) if steps else []
+        run = self._readable_run(name)
+        if run is None:
             return []
         index = self._index(run)
         steps = index.steps()
         if not steps:
             return []
-        return index.read(step if step is not None else steps[-1])
+        return self._read_step(index, step if step is not None else steps[-1])
 
     def get_rollouts(self, name, step) -> dict:
+        """The API's rollouts: the run's steps and one step's groups. A name that is not a text an answer can
+        carry is refused (echoed, a lone surrogate broke the answer's JSON and the caller's whole event stream)."""
+        if isinstance(name, str) and text_problem(name):
+            raise InputError(f"run {text_problem(name)}")
         step = as_int("step", step, -(10**9), 10**9)
-        return {"run": name, "steps": self.rollout_steps(name), "groups": self.rollouts(name, step)}
+        shown = name if is_valid_run_name(name) else None
+        return {"run": shown, "steps": self.rollout_steps(name), "groups": self.rollouts(name, step)}
 
     def list_runs(self) -> list[dict]:
-        """Every run on disk with status and key figures, newest first (never the starters' identities)."""
+        """Every run on disk with status and key figures, newest first (never the starters' identities). The
+        listing and each summary are cached by file stamps (``store.listing``, ``RunFolder.summary``), and the
+        whole answer by theirs: a list of 30 runs re-reads nothing that has not changed."""
+        runs = self.runner.runs()[:MAX_LISTED_RUNS]
+        key = tuple((run.name, run.summary_stamps()) for run in runs)
+        with self._cache_lock:
+            cached = self._listed
+        if cached is not None and cached[0] == key:
+            return [dict(s) for s in cached[1]]
         out = []
-        for run in self.runner.runs()[:MAX_LISTED_RUNS]:
+        for run in runs:
             summary = run.summary()
             summary["error"] = self.redact(summary.get("error"))
             out.append(summary)
-        return out
+        with self._cache_lock:
+            self._listed = (key, out)
+        return [dict(s) for s in out]
 
     def overlay_records(self, names) -> dict[str, list[dict]]:
         if not isinstance(names, list):

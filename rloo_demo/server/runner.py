@@ -25,13 +25,16 @@ from pathlib import Path
 
 from rloo_demo.config import RunConfig, is_valid_run_name
 from rloo_demo.engine.training import TrainingJob, check_resources
-from rloo_demo.errors import Busy, DiskFull, NotFound, NotOwner
+from rloo_demo.errors import Busy, DiskFull, NotFound, NotOwner, UserError
 from rloo_demo.server.limits import Limits
+from rloo_demo.server.line import ComputeBudget, Ticket, WaitingLine
+from rloo_demo.server.retention import prune, visitor_digest
 from rloo_demo.server.subprocess_job import SubprocessJob
 from rloo_demo.store.folder import RunFolder
-from rloo_demo.store.listing import list_runs, mark_interrupted, prune_runs
+from rloo_demo.store.listing import list_runs, mark_interrupted
 
 WATCHDOG_SECONDS = 2.0
+DEFAULT_RUN_SECONDS = 120.0  # a wait estimate's run length where the server sets no budget
 
 
 @dataclass
@@ -45,6 +48,8 @@ class ActiveRun:
     started: float
     owner_host: str | None = None  # network address of the starter, for heartbeats from API clients
     last_seen: float = field(default_factory=time.monotonic)  # the starter's latest sign of life
+    visitor: str | None = None  # whose compute budget it spends (``Caller.key``)
+    started_clock: float = field(default_factory=time.monotonic)  # the budget's clock
 
     @property
     def name(self) -> str:
@@ -126,6 +131,9 @@ class Runner:
         self._active: dict[str, ActiveRun] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self.line = WaitingLine(self.limits.max_waiting)
+        self.budget = ComputeBudget(self.limits.compute_seconds_per_hour)
+        self._turns: dict[str, Ticket] = {}  # visitor -> its latest ticket that left the line (started or failed)
         Path(self.runs_dir).mkdir(parents=True, exist_ok=True)
         mark_interrupted(self.runs_dir)
         self.prune()
@@ -137,26 +145,98 @@ class Runner:
     def start(
         self, config: RunConfig, owner: str, owner_host: str | None = None, owner_record: str | None = None
     ) -> ActiveRun:
-        """Start a validated config; raises ``ResolveError``, ``DataError``, ``Busy`` or ``DiskFull``.
+        """Start a validated config now; raises ``ResolveError``, ``DataError``, ``Busy`` or ``DiskFull``. The
+        line for the slot is ``request``'s: this is for a caller that wants a run now or not at all.
 
         ``owner_record`` is what status.json keeps about the starter (a hash of its client id, see the controller)."""
         config.output_dir = self.runs_dir
         self._refuse_if_busy()  # before the slow part: a busy server answers at once
-        self._refuse_if_disk_full()
+        self._make_room()
         check_resources(config)  # may read the HF cache or download: never under the lock that ticks take
-        self.prune()
         with self._lock:
             self._reap()
             self._refuse_if_busy(locked=True)
-            if self.backend == "subprocess":
-                job = SubprocessJob(config, self.num_processes, budget_seconds=self.limits.max_run_seconds)
-            else:
-                job = TrainingJob(config, budget_seconds=self.limits.max_run_seconds)
-            job.status_extra = {"owner": owner_record} if owner_record else {}
-            job.start(resources_checked=True)
-            active = ActiveRun(job, owner, time.time(), owner_host)
-            self._active[active.name] = active
-            return active
+            return self._start_locked(Ticket(owner_host or owner, config, owner, owner_host, owner_record))
+
+    def request(
+        self, config: RunConfig, owner: str, owner_host: str | None = None, owner_record: str | None = None
+    ) -> Ticket:
+        """Start a validated config when the slot is free and nobody waits, else give it a place in the line (it
+        starts by itself when its turn comes: ``_admit_next``). Everything that can refuse it (the visitor's own
+        run still training, its compute budget, the disk, the models) is checked now, not when its turn comes."""
+        config.output_dir = self.runs_dir
+        visitor = owner_host or owner
+        with self._lock:
+            self._reap()
+            mine = [a.name for a in self._active.values() if a.visitor == visitor]
+            running = {a.visitor: a.started_clock for a in self._active.values() if a.visitor}
+        if mine:
+            raise Busy(f"your run {mine[0]} is still training; stop it or wait for it to end before starting another")
+        self.budget.admit(visitor, running)
+        self._make_room()
+        check_resources(config)  # may read the HF cache or download: never under the lock that ticks take
+        ticket = Ticket(visitor, config, owner, owner_host, owner_record)
+        with self._lock:
+            self._reap()
+            if len(self._active) < self.max_concurrent and not len(self.line):
+                ticket.started = self._start_locked(ticket).name
+                self._turns[visitor] = ticket
+                return ticket
+        self.line.join(ticket)
+        self._admit_next()  # the slot may have freed meanwhile: the head of the line, not this ticket, gets it
+        return ticket
+
+    def turn_of(self, visitor: str) -> tuple[int | None, Ticket | None]:
+        """``(place in the line, the visitor's last ticket that left it)``: where a waiting page stands."""
+        return self.line.place(visitor), self._turns.get(visitor)
+
+    def wait_estimate(self, place: int) -> float:
+        """Seconds until the run at ``place`` starts: what the runs in training have left of their budgets, then
+        a whole budget (or a default run's length) for each place ahead."""
+        per_run = self.limits.max_run_seconds or DEFAULT_RUN_SECONDS
+        now = time.monotonic()
+        left = [max(0.0, per_run - (now - a.started_clock)) for a in self.active()]
+        first = min(left) if len(left) >= self.max_concurrent else 0.0
+        return first + (place - 1) * per_run / self.max_concurrent
+
+    def _admit_next(self) -> None:
+        """Give free slots to the head of the line. A ticket that can no longer start (its visitor is over budget
+        or the disk is full) leaves the line with its reason; the next one is tried."""
+        while True:
+            with self._lock:
+                self._reap()
+                if len(self._active) >= self.max_concurrent:
+                    return
+                ticket = self.line.pop()
+                if ticket is None:
+                    return
+                running = {a.visitor: a.started_clock for a in self._active.values() if a.visitor}
+                try:
+                    self.budget.admit(ticket.visitor, running)
+                    self._refuse_if_disk_full()
+                    ticket.started = self._start_locked(ticket).name
+                except (UserError, OSError) as exc:
+                    ticket.error = str(exc)
+                self._turns[ticket.visitor] = ticket
+
+    def _start_locked(self, ticket: Ticket) -> ActiveRun:
+        """Start a ticket's run (the lock held, resources checked): its budget is the server's per-run cap, or what
+        is left of the visitor's hour if that is less."""
+        running = {a.visitor: a.started_clock for a in self._active.values() if a.visitor}
+        budgets = [b for b in (self.limits.max_run_seconds, self.budget.remaining(ticket.visitor, running)) if b]
+        budget = min(budgets) if budgets else None
+        if self.backend == "subprocess":
+            job = SubprocessJob(ticket.config, self.num_processes, budget_seconds=budget)
+        else:
+            job = TrainingJob(ticket.config, budget_seconds=budget)
+        extra = {"owner": ticket.owner_record} if ticket.owner_record else {}
+        if ticket.owner_record:  # whose runs these are when old ones are pruned: the visitor's, whatever its id
+            extra["visitor"] = visitor_digest(ticket.visitor)
+        job.status_extra = extra
+        job.start(resources_checked=True)
+        active = ActiveRun(job, ticket.owner, time.time(), ticket.owner_host, visitor=ticket.visitor)
+        self._active[active.name] = active
+        return active
 
     def _refuse_if_busy(self, locked: bool = False) -> None:
         if not locked:
@@ -204,7 +284,9 @@ class Runner:
 
     def _reap(self) -> None:
         for name in [n for n, a in self._active.items() if a.job.done]:
-            del self._active[name]
+            active = self._active.pop(name)
+            if active.visitor:  # its time counts against the visitor's hour
+                self.budget.record(active.visitor, active.started_clock)
 
     def active(self) -> list[ActiveRun]:
         with self._lock:
@@ -228,8 +310,11 @@ class Runner:
     # ------------------------------------------------------------------ liveness and housekeeping
 
     def heartbeat(self, owner: str | None = None, host: str | None = None) -> None:
-        """A sign of life from a client: its runs are not abandoned."""
+        """A sign of life from a client: its runs are not abandoned, and its place in the line is kept."""
         now = time.monotonic()
+        for visitor in (host, owner):
+            if visitor:
+                self.line.seen(visitor, now)
         with self._lock:
             for active in self._active.values():
                 if (owner and active.owner == owner) or (host and active.owner_host == host):
@@ -249,8 +334,17 @@ class Runner:
         return stopped
 
     def prune(self) -> list[str]:
+        """Old runs out (``server.retention``): a visitor's own beyond its cap, then the oldest past their keep time
+        beyond the server's counts. A run in training is never touched."""
         protect = {a.name for a in self.active()}
-        return prune_runs(self.runs_dir, self.limits.keep_runs, self.limits.max_runs_mb, protect)
+        return prune(self.runs_dir, self.limits, protect)
+
+    def _make_room(self) -> None:
+        """Prune first, then refuse if the disk is still too full: a full disk is cleared, not only reported."""
+        self.prune()
+        if shutil.disk_usage(self.runs_dir).free / 1e6 < self.limits.min_free_mb:
+            prune(self.runs_dir, self.limits, {a.name for a in self.active()}, free_mb=self.limits.min_free_mb)
+        self._refuse_if_disk_full()
 
     def _watch(self) -> None:
         finished_seen = 0
@@ -261,6 +355,8 @@ class Runner:
                     before = len(self._active)
                     self._reap()
                     finished_seen += before - len(self._active)
+                self.line.drop_gone(self.limits.abandon_seconds)
+                self._admit_next()
                 if finished_seen:
                     finished_seen = 0
                     self.prune()

@@ -1,8 +1,10 @@
 """A run's files as downloads: metrics as CSV, the config, the rollouts and the model as a zip, copied into an
 export folder (gradio serves files from its temp folder, not from a runs folder elsewhere on the server).
 
-One export is kept per run and state of its files, rebuilt only when the run changed, and the folder is bounded:
-older exports are removed.
+Only a run that is done has exports: a run in training changes at every step, and each export of it would be one
+more copy, in the export folder and in gradio's cache of the files it serves (a page's selections of a training
+run once copied 173 MB in two minutes). One export is kept per run and state of its files, rebuilt only when the
+run changed, and the folder is bounded: older exports are removed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ def _stamp(path: Path) -> int:
 
 
 def export_run(run: RunFolder, exports: Path, max_folders: int = 4) -> list[Path]:
-    """The export files of ``run`` under ``exports`` (made if the run changed since the last export)."""
+    """The export files of ``run`` under ``exports`` (made if the run changed since the last export); none while
+    the run trains (``status.json`` says running): its downloads are ready once it has finished."""
+    if run.status().get("status") == "running":
+        return []
     name = run.name
     stamp = "-".join(str(_stamp(run.path / f)) for f in ("status.json", "metrics.jsonl", "rollouts.jsonl"))
     digest = hashlib.sha1(stamp.encode()).hexdigest()[:10]

@@ -30,6 +30,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,39 @@ def default_run_name(config: RunConfig) -> str:
 
 def _is_disk_full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full_error(exc: BaseException | None) -> bool:
+    """Whether a failure means a full disk: ``DiskFull``, ``OSError`` ENOSPC / EDQUOT, or safetensors'
+    ``SafetensorError``, whose Rust writer says "No space left on device (os error 28)" with no errno; also when
+    one of these is the cause of ``exc`` (a library that wraps the error it met)."""
+    for _ in range(8):  # the chain of causes, not forever
+        if exc is None:
+            return False
+        if isinstance(exc, DiskFull) or (isinstance(exc, OSError) and _is_disk_full(exc)):
+            return True
+        text = str(exc)
+        if type(exc).__name__ == "SafetensorError" and ("os error 28" in text or "No space left" in text):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    """``(mtime in ns, size, inode)`` of a file, ``(0, 0, 0)`` where there is none: a cached read of it is fresh
+    while equal. The inode tells an atomic replacement (status.json, config.yaml) even within one mtime tick, and
+    the size an append (the JSONL files)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, 0, 0)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+SUMMARY_FILES = ("status.json", "config.yaml", "metrics.jsonl", "model/config.json")
+_SUMMARIES: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()  # run path -> (stamps of SUMMARY_FILES, summary)
+_SUMMARIES_LOCK = threading.Lock()
+MAX_CACHED_SUMMARIES = 1024
 
 
 @dataclass
@@ -138,8 +172,20 @@ class RunFolder:
     def save_model(self, model, tokenizer, state_dict: dict | None = None) -> Path:
         """Write ``model/`` so that it exists only when complete: write to a temporary folder, then rename.
         ``state_dict``: the full weights, gathered from the ranks of a sharded engine (FSDP, ZeRO-3)."""
-        final = self.path / "model"
         tmp = self.path / ".model.tmp"
+        try:
+            return self._save_model(model, tokenizer, state_dict, tmp)
+        except Exception as exc:
+            if not is_disk_full_error(exc):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # half a model frees its room for the status write after it
+            raise DiskFull(
+                "disk full: the server's disk filled up while the trained model was saved; the run's metrics and "
+                "rollouts are kept, its model is not"
+            ) from exc
+
+    def _save_model(self, model, tokenizer, state_dict: dict | None, tmp: Path) -> Path:
+        final = self.path / "model"
         shutil.rmtree(tmp, ignore_errors=True)
         if hasattr(model, "merge_and_unload"):  # a PEFT model: keep the adapter, and a merged model that loads alone
             model.save_pretrained(tmp / "adapter")
@@ -227,7 +273,28 @@ class RunFolder:
         return None
 
     def summary(self) -> dict:
-        """Key figures for a run list: status, steps, first and last reward, KL. Never raises."""
+        """Key figures for a run list: status, steps, first and last reward, KL. Never raises. Cached by the stamps
+        of the files it reads: a list of 30 runs costs a few ``stat`` calls a run, not 30 parses of each file."""
+        key = str(self.path)
+        stamps = self.summary_stamps()
+        with _SUMMARIES_LOCK:
+            cached = _SUMMARIES.get(key)
+            if cached is not None and cached[0] == stamps:
+                _SUMMARIES.move_to_end(key)
+                return dict(cached[1])
+        summary = self._summary()
+        with _SUMMARIES_LOCK:
+            _SUMMARIES[key] = (stamps, summary)
+            _SUMMARIES.move_to_end(key)
+            while len(_SUMMARIES) > MAX_CACHED_SUMMARIES:
+                _SUMMARIES.popitem(last=False)
+        return dict(summary)
+
+    def summary_stamps(self) -> tuple:
+        """The stamps of the files a summary reads: equal stamps, equal summary."""
+        return tuple(file_stamp(self.path / f) for f in SUMMARY_FILES)
+
+    def _summary(self) -> dict:
         st = self.status()
         reason = self.unreadable()
         out = {

@@ -169,9 +169,12 @@ def make_length_target_reward(target: int) -> RewardFn:
     return reward
 
 
+_LENGTH_TARGET = re.compile(r"[0-9]{1,6}")  # ASCII digits: str.isdigit() also takes '²' and '٣', which int() refuses
+
+
 def _length_target(name: str) -> int | None:
     value = name.removeprefix(LENGTH_TARGET_PREFIX)
-    return int(value) if value.isdigit() and len(value) <= 6 and 1 <= int(value) <= MAX_LENGTH_TARGET else None
+    return int(value) if _LENGTH_TARGET.fullmatch(value) and 1 <= int(value) <= MAX_LENGTH_TARGET else None
 
 
 # ----------------------------------------------------------------------------- registry

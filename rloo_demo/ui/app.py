@@ -20,8 +20,10 @@ import time
 import uuid
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from rloo_demo import i18n
+from rloo_demo.server.admission import Admission
 from rloo_demo.server.limits import Limits
 from rloo_demo.server.malloc import bound_arenas
 from rloo_demo.server.runner import Runner
@@ -29,10 +31,13 @@ from rloo_demo.ui import compare_tab, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
 from rloo_demo.ui.common import L, Page, caller_of, guarded
 from rloo_demo.ui.controller import Controller
-from rloo_demo.ui.gradio_internals import cheap_skips, quiet_queue
+from rloo_demo.ui.gradio_internals import cheap_skips, event_kind, queued_events, quiet_queue, session_lifespan
+from rloo_demo.ui.views import text
 
 TICK_SECONDS = 1.0
 SHUTDOWN_SECONDS = 8.0  # on SIGTERM, how long a run may take to reach its step boundary and save (docker: 10 s)
+# Browser sessions a public server keeps (gradio's default: 10,000, ~330 kB each); the least recently used go first
+PUBLIC_SESSIONS = 1000
 
 CSS = """
 .rloo-error p, .rloo-error li { color: #D9534F; }
@@ -60,6 +65,8 @@ td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
 [data-testid="block-info"] { overflow-wrap: break-word; word-break: normal; hyphens: auto; }
 /* the Train tab's action bar (Start, Stop, status, estimate) stays in sight while the page scrolls */
 #action-bar { position: sticky; top: 0; z-index: 20; margin-bottom: 10px; }
+/* gradio's container hides its overflow, which makes it the scroll box sticky sticks to; clip keeps the look */
+.gradio-container { overflow: clip !important; }
 /* a phone: the header's text takes the whole width, the language selector goes under it, small */
 @media (max-width: 700px) {
   #header-row { flex-direction: column; gap: 4px; }
@@ -107,8 +114,9 @@ CHOOSE_JS = "(lang) => { if (window.rlooSetLocale) window.rlooSetLocale(lang); r
 
 
 def build_app(controller: Controller) -> gr.Blocks:
-    # Gradio copies every file it serves (the Runs tab's downloads) into its cache; clear copies older than an hour.
-    with gr.Blocks(title="RLOO demo", delete_cache=(600, 3600)) as demo:
+    # Gradio copies every file it serves (the Runs tab's downloads, of finished runs only) into its cache, once per
+    # content; every 5 minutes, copies unused for half an hour are deleted.
+    with gr.Blocks(title="RLOO demo", delete_cache=(300, 1800)) as demo:
         page = Page(
             controller=controller,
             client_id=gr.BrowserState("", storage_key="rloo-demo-client-id"),
@@ -176,6 +184,7 @@ def build_app(controller: Controller) -> gr.Blocks:
             js=LOAD_JS,
             api_name="page_load",
             api_visibility="private",
+            queue=False,  # a cheap plain request: a page always loads, however full the queue is
         )
         # the header selector: stored in the browser and the page reloaded in that language (no server call)
         language.input(None, language, None, js=CHOOSE_JS, api_visibility="private", queue=False)
@@ -189,15 +198,19 @@ def _wire_tick(page: Page, tr, ro) -> None:
     # gradio reads a returned dict as updates only if it has a key: every answer names the watched run at least.
     @guarded(controller, lambda msg: {tr.run_error: msg})
     def tick(cid, name, drawn, smoothing, shown, follow, label, visible, locale="en", request: gr.Request = None):
-        followed = controller.follow(name, caller_of(request, cid))
+        caller = caller_of(request, cid)
+        followed = controller.follow(name, caller)
         out = {page.watched: followed}
+        waiting = controller.line_note(caller, locale)  # a place in the line for the slot, kept while this asks
         if followed != name:
             out.update({tr.drawn: -1, ro.shown: -1})
             drawn, shown = -1, -1
         view = controller.view(followed)
         if view is None:
-            return out
+            return out | ({tr.status: text(waiting)} if waiting else {})
         rendered = train_tab.render(tr, view, smoothing, drawn, locale)
+        if waiting:  # the run shown is someone else's: say where this visitor stands
+            rendered[tr.status] += f"<br>{text(waiting)}"
         if visible != "train":  # status and error only; plots redraw when the tab shows again
             rendered = {k: v for k, v in rendered.items() if k in (tr.status, tr.run_error)}
         out.update(rendered)
@@ -219,8 +232,16 @@ def _wire_tick(page: Page, tr, ro) -> None:
 
 
 def launch_options(limits: Limits) -> dict:
-    """``demo.launch`` keywords. The app serves nothing that needs an upload, so uploads are refused (1 byte)."""
-    return {
+    """``demo.launch`` keywords. The app serves nothing that needs an upload, so uploads are refused (1 byte; in
+    public mode the admission middleware answers 403 before gradio reads one). In front of gradio's routes sits
+    ``server.admission``: who a visitor is, and in public mode its fair share of the queue. In public mode: no
+    ``/monitoring``, no run history (it would save public calls to a bucket a caller names), a bounded number of
+    browser sessions, and sessions idle for ``limits.session_seconds`` forgotten."""
+    admission = Middleware(Admission, limits=limits, kind_of=event_kind, queued=queued_events)
+    app_kwargs: dict = {"middleware": [admission]}
+    if limits.session_seconds:
+        app_kwargs["lifespan"] = session_lifespan(limits.session_seconds)
+    options = {
         "server_name": os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         "theme": gr.themes.Soft(),
@@ -229,12 +250,22 @@ def launch_options(limits: Limits) -> dict:
         "i18n": gr.I18n(**i18n.translations(min_variance_every=limits.min_variance_every)),
         "show_error": True,
         "max_file_size": 1,
+        "app_kwargs": app_kwargs,
+        # the page is rendered in the browser: a Node server in front would be every request's peer address
+        "ssr_mode": False,
     }
+    if limits.public:
+        options |= {"enable_monitoring": False, "run_history": False, "state_session_capacity": PUBLIC_SESSIONS}
+    return options
 
 
 def prepare(demo: gr.Blocks, limits: Limits) -> gr.Blocks:
-    """Queue settings: at most 4 events at once by default, and in public mode a bounded waiting line."""
-    demo.queue(default_concurrency_limit=4, max_size=64 if limits.public else None)
+    """Queue settings: at most 4 events at once by default. In public mode, no global bound on the waiting line
+    (it counted events, so one visitor could fill it for everyone): each visitor may have
+    ``limits.max_events_per_visitor`` events of a kind waiting or running (``server.admission``), and queued events
+    cannot be called around the queue (``api_open=False``: ``/gradio_api/run/<name>`` answers only the page's
+    unqueued events)."""
+    demo.queue(default_concurrency_limit=4, max_size=None, api_open=not limits.public)
     quiet_queue(demo)
     cheap_skips(demo)
     return demo
@@ -264,6 +295,12 @@ def main() -> None:
     bound_arenas()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     limits = Limits.from_env()
+    if os.environ.get("RLOO_TRUST_FORWARDED", "").strip().lower() in ("1", "true", "yes", "on"):
+        logging.getLogger(__name__).warning(
+            "RLOO_TRUST_FORWARDED=1 is ignored: name the proxies whose X-Forwarded-For to believe in "
+            "RLOO_TRUSTED_PROXIES (now: %s)",
+            ", ".join(limits.trusted_proxies) or "none",
+        )
     runner = Runner(
         runs_dir=os.environ.get("RLOO_RUNS_DIR", "runs"),
         max_concurrent=int(os.environ.get("RLOO_MAX_CONCURRENT_RUNS", "1")),

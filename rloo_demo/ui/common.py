@@ -14,8 +14,9 @@ from gradio.i18n import I18nData
 
 from rloo_demo import i18n
 from rloo_demo.errors import UserError
+from rloo_demo.server.admission import stamped_visitor
 from rloo_demo.server.gates import Caller
-from rloo_demo.server.limits import trusts_forwarded_for
+from rloo_demo.server.limits import trusted_proxies_from_env, visitor_address
 from rloo_demo.ui.controller import Controller
 
 log = logging.getLogger(__name__)
@@ -41,14 +42,21 @@ def L(key: str) -> I18nData:  # noqa: N802 (short on purpose: it wraps every lab
 
 
 def caller_of(request: gr.Request | None, client_id=None) -> Caller:
-    """Who sent an event. The network address is the last ``X-Forwarded-For`` hop, the one a client cannot forge,
-    where a proxy sets it (``limits.trusts_forwarded_for``: a Space), else the socket's peer."""
+    """Who sent an event: its client id, and its network address as ``limits.visitor_address`` reads it (the
+    connection's peer, or behind a trusted proxy the hop that proxy appended to ``X-Forwarded-For``). On a live
+    server the admission middleware has already read it, with this server's limits, and stamped it on the request
+    (``server.admission``), so every per-visitor limit keys a visitor the same way; a request without the stamp
+    (a test's stand-in) is read here with the environment's trusted proxies."""
     host = None
     if request is not None:
-        forwarded = ""
-        if trusts_forwarded_for():
-            forwarded = (request.headers.get("x-forwarded-for") or "").split(",")[-1].strip()
-        host = forwarded or (request.client.host if request.client else None)
+        host = stamped_visitor(getattr(request, "state", None))
+        if host is None:
+            peer = request.client.host if request.client else None
+            headers = request.headers
+            values = (
+                headers.getlist("x-forwarded-for") if hasattr(headers, "getlist") else headers.get("x-forwarded-for")
+            )
+            host = visitor_address(peer, values, trusted_proxies_from_env() or ())
     return Caller(client_id if isinstance(client_id, str) else "", host)
 
 

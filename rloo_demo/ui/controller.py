@@ -16,9 +16,9 @@ from pathlib import Path
 
 from rloo_demo.config import RunConfig
 from rloo_demo.engine.prechecks import prerun_warnings
-from rloo_demo.errors import ConfigError, InputError, NotFound, UserError
+from rloo_demo.errors import ConfigError, InputError, NotFound, UserError, Waiting
 from rloo_demo.i18n import normalize, t
-from rloo_demo.server.gates import Caller, StartGate, owner_digest
+from rloo_demo.server.gates import Caller, ReadGate, StartGate, owner_digest
 from rloo_demo.server.inference import Inference
 from rloo_demo.server.limits import Limits
 from rloo_demo.server.readers import RunReader, RunView
@@ -41,6 +41,7 @@ class Controller:
         self.reader = RunReader(runner, self.redactor)
         self.inference = Inference(runner, self.limits, self.reader)
         self.starts = StartGate(self.limits)
+        self.reads = ReadGate(self.limits)
         self._exports = Path(tempfile.mkdtemp(prefix="rloo-exports-"))
 
     # ------------------------------------------------------------------ errors and the page's language
@@ -82,8 +83,28 @@ class Controller:
         if not isinstance(caller.client_id, str) or not 0 < len(caller.client_id) <= 200:
             raise InputError("a client id (1 to 200 characters) is needed to start a run; it is what may stop it")
         self.starts.admit(caller.key)
-        active = self.runner.start(config, caller.client_id, caller.host, owner_digest(caller.client_id))
-        return active.name
+        ticket = self.runner.request(config, caller.client_id, caller.host, owner_digest(caller.client_id))
+        if ticket.started is None:  # the slot is taken: a place in the line, kept while the page asks
+            place = self.runner.line.place(ticket.visitor) or 1
+            raise Waiting(self.line_text(place, "en"), place)
+        return ticket.started
+
+    def line_text(self, place: int, locale: str = "en") -> str:
+        """Where a waiting visitor stands, and about how long until its run starts."""
+        wait = _minutes(self.runner.wait_estimate(place))
+        return t(locale, "train.waiting", place=place, wait=wait)
+
+    def line_note(self, caller: Caller, locale: str = "en") -> str | None:
+        """A page tick's word on its visitor's place in the line (None when it is not waiting), and its heartbeat
+        there: a place is kept only while the page asks."""
+        visitor = caller.key
+        self.runner.line.seen(visitor)
+        place, turn = self.runner.turn_of(visitor)
+        if place is not None:
+            return self.line_text(place, locale)
+        if turn is not None and turn.error:
+            return t(locale, "train.turn_failed", error=self.redact(turn.error))
+        return None
 
     def start_from_form(self, values: dict, caller: Caller) -> str:
         return self.start(form_settings(values), caller)
@@ -110,45 +131,65 @@ class Controller:
 
     # ------------------------------------------------------------------ watching
 
-    def default_run(self) -> str | None:
+    # Reads take the caller: each counts against its ``Limits.reads_per_minute`` (``ReadGate``), refused before
+    # anything is read. An event counts once, at its first read (a page tick at ``follow``); None: not counted.
+
+    def _read(self, caller: Caller | None) -> None:
+        if caller is not None:
+            self.reads.admit(caller.key)
+
+    def default_run(self, caller: Caller | None = None) -> str | None:
+        self._read(caller)
         return self.reader.default_run()
 
     def follow(self, name, caller: Caller) -> str | None:
+        self._read(caller)
         return self.reader.follow(name, caller)
 
-    def view(self, name) -> RunView | None:
+    def view(self, name, caller: Caller | None = None) -> RunView | None:
+        self._read(caller)
         return self.reader.view(name)
 
     def poll_metrics(self, name, since_step, caller: Caller) -> dict:
+        self._read(caller)
         return self.reader.poll_metrics(name, since_step, caller)
 
-    def rollout_steps(self, name) -> list[int]:
+    def rollout_steps(self, name, caller: Caller | None = None) -> list[int]:
+        self._read(caller)
         return self.reader.rollout_steps(name)
 
-    def rollouts(self, name, step) -> list[dict]:
+    def rollouts(self, name, step, caller: Caller | None = None) -> list[dict]:
+        self._read(caller)
         return self.reader.rollouts(name, step)
 
-    def get_rollouts(self, name, step) -> dict:
+    def get_rollouts(self, name, step, caller: Caller | None = None) -> dict:
+        self._read(caller)
         return self.reader.get_rollouts(name, step)
 
-    def list_runs(self) -> list[dict]:
+    def list_runs(self, caller: Caller | None = None) -> list[dict]:
+        self._read(caller)
         return self.reader.list_runs()
 
-    def overlay_records(self, names) -> dict[str, list[dict]]:
+    def overlay_records(self, names, caller: Caller | None = None) -> dict[str, list[dict]]:
+        self._read(caller)
         return self.reader.overlay_records(names)
 
-    def arenas(self) -> list[str]:
+    def arenas(self, caller: Caller | None = None) -> list[str]:
+        self._read(caller)
         return self.reader.arenas()
 
-    def arena(self, name) -> dict:
+    def arena(self, name, caller: Caller | None = None) -> dict:
+        self._read(caller)
         return self.reader.arena(name)
 
-    def comparable_runs(self) -> list[str]:
+    def comparable_runs(self, caller: Caller | None = None) -> list[str]:
+        self._read(caller)
         return self.reader.comparable_runs()
 
     # ------------------------------------------------------------------ sampling from runs' policies
 
-    def heldout_choices(self, name, limit: int = 40) -> list[str]:
+    def heldout_choices(self, name, limit: int = 40, caller: Caller | None = None) -> list[str]:
+        self._read(caller)
         return self.inference.heldout_choices(name, limit)
 
     def compare(self, name, prompt, num_samples, max_new_tokens, temperature, top_p, seed, caller: Caller) -> dict:
@@ -178,3 +219,8 @@ class Controller:
     def close(self) -> None:
         self.runner.close()
         shutil.rmtree(self._exports, ignore_errors=True)
+
+
+def _minutes(seconds: float) -> str:
+    """A wait in words a page can show: seconds under a minute, else whole minutes."""
+    return f"{max(1, round(seconds))} s" if seconds < 60 else f"{round(seconds / 60)} min"

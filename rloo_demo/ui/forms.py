@@ -51,6 +51,7 @@ FIELDS = (
     FormField("w_extra", lambda c: 1.0, "train.weight", "own_rewards"),
     FormField("reward_module", lambda c: "", "train.reward_module", "own_rewards"),
     FormField("w_module", lambda c: 1.0, "train.weight", "own_rewards"),
+    FormField("reward_offset", lambda c: c.reward_offset, "train.reward_offset", "own_rewards"),
     FormField("data_source", lambda c: c.data_source, "train.prompts", "sampling"),
     FormField("prompt_template", lambda c: c.prompt_template, "train.template", "sampling"),
     FormField("system_prompt", lambda c: c.system_prompt or "", "train.system_prompt", "sampling"),
@@ -128,6 +129,7 @@ def form_settings(values) -> dict:
     settings["variance_every"] = _whole(values.get("variance_every", 0))  # a form without the meter field: off
     for k in ("learning_rate", "beta", "temperature"):
         settings[k] = values.get(k)
+    settings["reward_offset"] = values.get("reward_offset", 0.0)  # a form without the offset field: none
     return settings
 
 

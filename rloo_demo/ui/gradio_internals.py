@@ -1,4 +1,6 @@
-"""The one place that touches gradio's private attributes, because gradio 6 has no setting for them.
+"""The one place that touches gradio's private attributes, because gradio 6 has no setting for them: the queue's
+polling, cheap skipped outputs, what the admission middleware needs to know of the queue (an event's kind, a
+visitor's events held), and dropping idle browser sessions.
 
 ``tests/test_gradio_internals.py`` fails loudly when an upgrade renames them, so the tweak cannot silently stop
 working (``quiet_queue`` itself only sets attributes that exist).
@@ -6,9 +8,17 @@ working (``quiet_queue`` itself only sets attributes that exist).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
+import datetime
+import logging
 
 import gradio as gr
+
+from rloo_demo.server.admission import VISITOR_STATE
+
+log = logging.getLogger(__name__)
 
 # (attribute of gradio's Queue, value): what quiet_queue sets, and the test checks still exists.
 QUEUE_SETTINGS = {
@@ -74,3 +84,83 @@ def cheap_skips(demo: gr.Blocks) -> None:
         return result
 
     demo.postprocess_data = postprocess_data
+
+
+# ----------------------------------------------------------------------------- admission (server.admission)
+
+
+def event_kind(app, fn_index: int | None, api_name: str | None) -> str | None:
+    """The kind of event a request asks for: its function's concurrency group (``concurrency_id``; a function
+    without one is a group of its own), as gradio's ``route_utils.get_fn`` finds the function (by index, else by
+    API name). ``None`` where there is no such function: gradio answers that request with an error itself."""
+    blocks = app.get_blocks() if app is not None else None
+    fns = getattr(blocks, "fns", None) or {}
+    fn = fns.get(fn_index) if fn_index is not None else next((f for f in fns.values() if f.api_name == api_name), None)
+    return None if fn is None else str(fn.concurrency_id)
+
+
+def queued_events(app, visitor: str | None, kind: str) -> int:
+    """How many events of ``kind`` from ``visitor`` gradio's queue holds, waiting or running. gradio keeps every
+    event in ``Queue.event_ids_to_events`` from the join until its handler returns (or its page closes while it
+    waits); each keeps the request that joined it, whose state carries the visitor the admission stamped."""
+    blocks = app.get_blocks() if app is not None else None
+    queue = getattr(blocks, "_queue", None)
+    if queue is None:
+        return 0
+    count = 0
+    for event in list(queue.event_ids_to_events.values()):
+        if str(event.concurrency_id) != kind:
+            continue
+        scope = getattr(event.request, "scope", None) or {}
+        if (scope.get("state") or {}).get(VISITOR_STATE, _NOBODY) == visitor:
+            count += 1
+    return count
+
+
+_NOBODY = object()
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+def drop_idle_sessions(holder, idle_seconds: float, busy=frozenset()) -> int:
+    """Forget the browser sessions of gradio's ``StateHolder`` unused for ``idle_seconds``: their states and their
+    copy of the page's config (about 330 kB each), which gradio otherwise keeps until 10,000 newer sessions push
+    them out (gr.State's ``time_to_live`` drops a state's value only, and counts from when it was set, not from
+    the last use). ``busy``: sessions with events in the queue, kept. Returns how many were dropped."""
+    cutoff = datetime.datetime.now() - datetime.timedelta(seconds=idle_seconds)
+    with holder.lock:
+        idle = [s for s, used in list(holder.time_last_used.items()) if used < cutoff and s not in busy]
+    for session in idle:
+        holder.delete_state(session)  # each gr.State's delete_callback, as gradio's own expiry calls it
+        with holder.lock:
+            holder.session_data.pop(session, None)
+            holder.time_last_used.pop(session, None)
+    return len(idle)
+
+
+def session_lifespan(idle_seconds: float):
+    """A lifespan for gradio's app (``launch(app_kwargs={"lifespan": ...})``; gradio runs its own around it) that
+    drops idle sessions (``drop_idle_sessions``) every ``idle_seconds / 4``, at most every minute."""
+    every = min(60.0, max(0.05, idle_seconds / 4))
+
+    async def sweep(app):
+        while True:
+            await asyncio.sleep(every)
+            queue = getattr(app.get_blocks(), "_queue", None)
+            busy = frozenset(getattr(queue, "pending_event_ids_session", {}) or ())
+            dropped = drop_idle_sessions(app.state_holder, idle_seconds, busy)
+            if dropped:
+                log.info("dropped %d idle sessions, %d kept", dropped, len(app.state_holder.session_data))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        task = asyncio.create_task(sweep(app))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    return lifespan

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.i18n import localize_figure, t
-from rloo_demo.ui import plots
+from rloo_demo.server.limits import as_float
+from rloo_demo.ui import plots, toy_panel
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
 from rloo_demo.ui.views import (
     MEASURES,
@@ -59,9 +61,13 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
                 elem_id="group-table",
             )
             ui.arithmetic = gr.Markdown(L("common.select_row"), elem_id="arithmetic")
+            ui.whatif_offset = gr.Number(
+                0, label=L("rollouts.whatif_offset"), info=L("rollouts.whatif_offset_info"), elem_id="whatif-offset"
+            )
             ui.whatif = gr.Markdown("", elem_id="whatif")
             with gr.Accordion(L("common.what"), open=False):
                 gr.Markdown(L("rollouts.explanation"))
+    ui.toy = toy_panel.build(page)  # the estimator lab's exact toy: needs no run
     with gr.Column(elem_id="tokens-section"):
         gr.Markdown(L("rollouts.tokens_title"))
         with gr.Row(equal_height=False):
@@ -203,6 +209,42 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         [page.watched, ui.step, ui.group, page.locale],
         [ui.group_plot, ui.table, ui.arithmetic, ui.whatif],
         api_visibility="private",
+    )
+
+    def whatif_text(name, step, label, offset, locale) -> str:
+        offset = as_float("offset", offset, -MAX_REWARD_OFFSET, MAX_REWARD_OFFSET)
+        groups = controller.rollouts(name, step)
+        g, labels, chosen = _pick(groups, label, locale)
+        return whatif_markdown(groups, labels.index(chosen), locale, offset) if g is not None else ""
+
+    @guarded(controller, lambda msg, locale: {ui.whatif: error_markdown(msg, locale)})
+    def offset_changed(name, step, label, offset, locale="en"):
+        """The what-if table with every reward shifted by the offset box's C; a bad C is refused in the table."""
+        return {ui.whatif: whatif_text(name, step, label, offset, locale)}
+
+    ui.whatif_offset.change(
+        offset_changed,
+        [page.watched, ui.shown, ui.group, ui.whatif_offset, page.locale],
+        [ui.whatif],
+        api_name="rollouts_whatif",
+        api_visibility="private",
+        trigger_mode="always_last",
+    )
+
+    @guarded(controller, lambda msg, locale: {ui.whatif: gr.skip()})
+    def keep_offset(name, step, label, offset, shown_text, locale="en"):
+        """The table's other writers (a new step on a tick, another step or group) draw it with C = 0: draw it
+        again with the box's C. Writes only what differs from what is shown, and nothing for a bad C (the box's
+        own event said so), so this chain ends after one round."""
+        text = whatif_text(name, step, label, offset, locale)
+        return {ui.whatif: gr.skip() if text == shown_text else text}
+
+    ui.whatif.change(
+        keep_offset,
+        [page.watched, ui.shown, ui.group, ui.whatif_offset, ui.whatif, page.locale],
+        [ui.whatif],
+        api_visibility="private",
+        trigger_mode="always_last",
     )
 
     @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})

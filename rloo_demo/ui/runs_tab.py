@@ -136,7 +136,8 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         if not name:
             return {ui.downloads: None, ui.command: "", ui.config: "", ui.message: ""}
         files, command, config_text = controller.run_details(name)
-        return {ui.downloads: files, ui.command: command, ui.config: config_text, ui.message: ""}
+        note = "" if files else t(locale, "runs.downloads_when_done")  # a run in training has none (store.export)
+        return {ui.downloads: files or None, ui.command: command, ui.config: config_text, ui.message: note}
 
     ui.run.change(
         details,

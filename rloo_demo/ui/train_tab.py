@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from rloo_demo import i18n
+from rloo_demo.errors import Waiting
 from rloo_demo.models.hub import EMBEDDED_POLICY
 from rloo_demo.server.cache import LRU
 from rloo_demo.server.readers import RunView
@@ -139,6 +140,9 @@ def build(page: Page) -> SimpleNamespace:
                         elem_id="reward-module",
                     )
                     ui.w_module = gr.Number(d["w_module"], label=label("w_module"), min_width=80, scale=1)
+                ui.reward_offset = gr.Number(
+                    d["reward_offset"], label=label("reward_offset"), info=L("train.reward_offset_info")
+                )
                 gr.Markdown(L("train.reward_help"), elem_classes=["rloo-small"])
             with gr.Accordion(L("train.fold_lora"), open=False, elem_id="fold-lora"):
                 with gr.Row():
@@ -293,8 +297,11 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
 
     def start(cid, *values, request: gr.Request = None):
         *values, locale = values
+        caller = caller_of(request, cid)
         try:
-            name = controller.start_from_form(dict(zip(FORM_FIELDS, values, strict=False)), caller_of(request, cid))
+            name = controller.start_from_form(dict(zip(FORM_FIELDS, values, strict=False)), caller)
+        except Waiting as exc:  # not a refusal: a place in the line, shown where the run's status will be
+            return {ui.form_error: "", ui.status: text(controller.line_text(exc.place, locale))}
         except Exception as exc:  # as guarded does, with the page's language for the frame
             return not_started(controller.error_text(exc), locale)
         return {page.watched: name, ui.drawn: -1, ui.form_error: ""}
@@ -302,7 +309,7 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
     ui.start.click(
         start,
         [page.client_id, *ui.form, page.locale],
-        [page.watched, ui.drawn, ui.form_error],
+        [page.watched, ui.drawn, ui.form_error, ui.status],
         api_name="train_start",
         api_visibility="private",
         concurrency_id="start",
@@ -319,6 +326,7 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
         [ui.form_error],
         api_name="train_stop",
         api_visibility="private",
+        queue=False,  # it only sets a flag: never behind anything in the queue
     )
 
     @guarded(controller, lambda msg: {ui.estimate: msg})

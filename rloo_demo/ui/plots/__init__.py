@@ -44,6 +44,7 @@ from rloo_demo.ui.plots.base import (
 )
 from rloo_demo.ui.plots.compare import eval_histogram, overlay_figure
 from rloo_demo.ui.plots.rollouts import _hover_text, group_figure, kl_heatmap
+from rloo_demo.ui.plots.toy import TOY_NONE, toy_variance_figure
 from rloo_demo.ui.plots.train import (
     LOSS_NOTE,
     METER_OFF,
@@ -72,6 +73,7 @@ __all__ = [
     "NEUTRAL",
     "PALETTE",
     "POSITIVE",
+    "TOY_NONE",
     "TRANSPARENT",
     "UIREVISION",
     "ZERO_ADVANTAGE",
@@ -101,6 +103,7 @@ __all__ = [
     "secondary_figures",
     "smooth",
     "step_dtick",
+    "toy_variance_figure",
     "variance_figure",
     "zero_signal_figure",
 ]

@@ -45,6 +45,7 @@ from rloo_demo.ui.views.tokens import (
     token_rows,
     token_spans_html,
 )
+from rloo_demo.ui.views.toy import toy_markdown
 from rloo_demo.ui.views.train import (
     LIVE_JUDGE_STEPS,
     LOAD_SECONDS,
@@ -108,5 +109,6 @@ __all__ = [
     "token_note_markdown",
     "token_rows",
     "token_spans_html",
+    "toy_markdown",
     "whatif_markdown",
 ]

@@ -128,17 +128,19 @@ def arithmetic_markdown(group: dict, index: int, locale: str = "en") -> str:
 WHATIF_COLUMNS = ("rloo", "grpo", "dr_grpo", "reinforce_pp", "batch_mean", "reinforce")
 
 
-def whatif_markdown(groups: list[dict], index: int, locale: str = "en") -> str:
+def whatif_markdown(groups: list[dict], index: int, locale: str = "en", offset: float = 0.0) -> str:
     """For group ``index`` of a step: the same completions' advantages under every estimator, side by side, and the
     identity A_rloo = K/(K−1)·(r − group mean) written out with the real numbers. The rewards r are the shaped
-    rewards the trainer used; the batch-level estimators see the whole step."""
+    rewards the trainer used, plus ``offset`` (a constant added to every reward, as ``RunConfig.reward_offset``
+    adds it before the KL shaping: the same r + C), checked by the caller; the batch-level estimators see the whole
+    step. Under an offset the ``rloo`` column does not move and ``reinforce`` moves by it, which one sentence says."""
 
     if not groups or not 0 <= index < len(groups):
         return ""
     k = len(groups[0]["completions"])
     if k < 2 or any(len(g["completions"]) != k for g in groups):
         return ""
-    rewards = [c["shaped_reward"] for g in groups for c in g["completions"]]
+    rewards = [c["shaped_reward"] + offset for g in groups for c in g["completions"]]
     table = what_if(rewards, k)
     g = groups[index]
     start = index * k
@@ -174,6 +176,8 @@ def whatif_markdown(groups: list[dict], index: int, locale: str = "en") -> str:
         )
     std = (sum((r - mean) ** 2 for r in mine) / (k - 1)) ** 0.5
     lines += ["", t(locale, "whatif.why", scale=f"{1 / factor:.3f}", std=f"{std:.4f}")]
+    if offset:
+        lines.append(t(locale, "whatif.offset", offset=f"{offset:+g}"))
     if g.get("normalize_advantages"):
         lines.append(t(locale, "whatif.normalized"))
     # the notes of rloo_demo.advantages.ESTIMATOR_NOTES, one 'estimator.<name>' key each (tests keep them equal)

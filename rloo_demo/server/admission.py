@@ -1,0 +1,200 @@
+"""Admission in front of gradio's queue: a fair share of the server for every visitor, decided when an event asks
+to join, before it takes a place.
+
+gradio's own bound on its queue (``max_size``) counts events, not visitors, and the per-visitor rates in
+``server.gates`` run only once an event reaches its handler: one address re-joining a cheap, refused event kept
+every place taken and turned everyone else away. ``Admission`` is an ASGI middleware inside gradio's app that
+reads each request first:
+
+- it works out the **visitor** (``limits.visitor_address``, with this server's trusted proxies) and stamps it on the
+  request, where ``ui.common.caller_of`` reads it: one reading of who is asking for every per-visitor limit;
+- a **queue join** (``POST /gradio_api/queue/join``) is refused with HTTP 429 and a JSON ``{"detail": ...}`` when the
+  visitor already has ``Limits.max_events_per_visitor`` events of the same kind (gradio's concurrency group)
+  waiting or running; a **direct call** (``POST /gradio_api/run/...``, the page's unqueued events) counts the same
+  way while it runs. So the queue is bounded by visitors, and one visitor's flood fills only its own places;
+- in public mode, what this app never needs is closed: uploads (403), the ``/gradio_api/call/`` routes that
+  enter the queue without a session (``gradio_client`` joins the queue itself; 404), gradio's ``/monitoring``
+  pages (404), and request bodies over ``MAX_BODY_BYTES`` (413).
+
+What an event's kind is and how many of a visitor's events gradio holds are gradio's business: the middleware asks
+two functions it is given (``ui.gradio_internals``), so this module needs no gradio.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+
+from rloo_demo.server.limits import Limits, visitor_address
+
+log = logging.getLogger(__name__)
+
+VISITOR_STATE = "rloo_visitor"  # the key of the visitor's address in the request's state (ASGI scope["state"])
+MAX_BODY_BYTES = 1 << 20  # a public server's largest event request: every text field is capped far below this
+API = "/gradio_api"
+JOIN = f"{API}/queue/join"
+DIRECT = (f"{API}/run/", f"{API}/api/")
+UPLOADS = (f"{API}/upload", f"{API}/process_recording")
+
+_MISSING = object()
+
+
+def stamped_visitor(state) -> str | None:
+    """The visitor the middleware stamped on a request (``request.state``), or ``None`` where there is none."""
+    value = getattr(state, VISITOR_STATE, _MISSING) if state is not None else _MISSING
+    return value if isinstance(value, str) else None
+
+
+class Admission:
+    """The ASGI middleware (see the module's docstring). ``kind_of(app, fn_index, api_name)`` names the kind of
+    event a request asks for (``None``: no such event, gradio answers it); ``queued(app, visitor, kind)`` counts
+    the visitor's events of that kind gradio holds, waiting or running. ``app`` is gradio's app (``scope["app"]``)."""
+
+    def __init__(
+        self,
+        app,
+        *,
+        limits: Limits,
+        kind_of: Callable[[object, int | None, str | None], str | None],
+        queued: Callable[[object, str | None, str], int],
+    ):
+        self.app = app
+        self.cap = limits.max_events_per_visitor
+        self.public = limits.public
+        self.trusted = limits.trusted_proxies
+        self.kind_of = kind_of
+        self.queued = queued
+        # joins let through whose answer has not started yet, and direct calls still running, per (visitor, kind)
+        self.pending: Counter = Counter()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        visitor = self.visitor(scope)
+        scope.setdefault("state", {})[VISITOR_STATE] = visitor
+        route = _route(scope)
+        post = scope.get("method") == "POST"
+        if self.public:
+            refusal = _closed(route, post)
+            if refusal is not None:
+                return await _answer(send, *refusal)
+        join = post and route == JOIN
+        direct = post and route.startswith(DIRECT)
+        if self.cap is None or not (join or direct):
+            return await self.app(scope, receive, send)
+        body = await _read_body(receive, MAX_BODY_BYTES if self.public else None)
+        if body is None:  # the client went away, or sent more than a public server takes
+            return await _answer(send, 413, {"detail": "this request is larger than this server takes"})
+        kind = self._kind(scope, body, route)
+        if kind is None:
+            return await self.app(scope, _replay(body, receive), send)
+        key = (visitor, kind)
+        held = self.pending[key] + self.queued(scope.get("app"), visitor, kind)
+        if held >= self.cap:
+            log.info("refused a %s from %s: %d of its events of this kind are waiting or running", route, visitor, held)
+            message = (
+                f"you already have {held} requests of this kind waiting or running; this server takes at most "
+                f"{self.cap} at a time from one visitor: wait for one to finish, then try again"
+            )
+            return await _answer(send, 429, {"detail": message, "error": message}, retry_after=2)
+        self.pending[key] += 1
+        released = False
+
+        def release():
+            nonlocal released
+            if not released:
+                released = True
+                self.pending[key] -= 1
+                if self.pending[key] <= 0:
+                    del self.pending[key]
+
+        async def sending(message):
+            if join and message["type"] == "http.response.start":
+                release()  # the event is in gradio's queue now (or was refused): gradio counts it from here
+            await send(message)
+
+        try:
+            await self.app(scope, _replay(body, receive), sending)
+        finally:
+            release()
+
+    def visitor(self, scope) -> str | None:
+        client = scope.get("client")
+        peer = client[0] if client else None
+        forwarded = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for"]
+        return visitor_address(peer, forwarded, self.trusted)
+
+    def _kind(self, scope, body: bytes, route: str) -> str | None:
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return None  # gradio refuses it
+        if not isinstance(payload, dict):
+            return None
+        fn_index = payload.get("fn_index")
+        fn_index = fn_index if isinstance(fn_index, int) and not isinstance(fn_index, bool) else None
+        api_name = route.rstrip("/").rsplit("/", 1)[-1] if route.startswith(DIRECT) else None
+        if fn_index is None and api_name is None:
+            return None
+        return self.kind_of(scope.get("app"), fn_index, api_name)
+
+
+def _route(scope) -> str:
+    """The request's path inside gradio's app (without a root path it is mounted under)."""
+    path = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path or "/"
+
+
+def _closed(route: str, post: bool) -> tuple[int, dict] | None:
+    """What a public server refuses whoever asks: (status, answer), or ``None``."""
+    bare = route.rstrip("/")
+    if bare == "/monitoring" or bare.startswith("/monitoring/"):
+        return 404, {"detail": "Not Found"}
+    if post and bare in UPLOADS:
+        return 403, {"detail": "this server takes no uploads"}
+    if post and bare.startswith(f"{API}/call/"):
+        return 404, {"detail": "this server takes API calls through gradio_client (it joins the queue)"}
+    return None
+
+
+async def _read_body(receive, limit: int | None) -> bytes | None:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    """A ``receive`` that hands the app the body already read, then whatever the client sends next (a disconnect)."""
+    done = False
+
+    async def replayed():
+        nonlocal done
+        if not done:
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _answer(send, status: int, payload: dict, retry_after: int | None = None) -> None:
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

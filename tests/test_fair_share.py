@@ -1,0 +1,271 @@
+"""A fair share of the one training slot: a first-come line, a compute budget per visitor, a budget that counts
+loading and stops before a step would cross it, and pruning that never deletes another visitor's runs.
+
+``python -m pytest tests/test_fair_share.py`` (a few seconds: the jobs here are stand-ins that finish when told).
+"""
+
+import threading
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from rloo_demo.config import RunConfig
+from rloo_demo.engine.callbacks import SAVE_RESERVE_SECONDS, LiveMetricsCallback, MetricsChannel
+from rloo_demo.errors import Busy, DiskFull, RateLimited
+from rloo_demo.server import runner as runner_module
+from rloo_demo.server.limits import LOCAL, PUBLIC
+from rloo_demo.server.line import HOUR, ComputeBudget, Ticket, WaitingLine
+from rloo_demo.server.retention import prune, visitor_digest
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.folder import RunFolder
+
+# ----------------------------------------------------------------------------- the line and the budget, alone
+
+
+def test_the_line_is_first_come_with_one_place_a_visitor():
+    line = WaitingLine(max_waiting=3)
+    assert [line.join(Ticket(v, None, v)) for v in ("b", "c", "b")] == [1, 2, 1]  # b asking again keeps its place
+    assert len(line) == 2 and line.place("c") == 2 and line.place("a") is None
+    line.join(Ticket("d", None, "d"))
+    with pytest.raises(Busy, match="line for the training slot is full"):
+        line.join(Ticket("e", None, "e"))
+    assert [line.pop().visitor for _ in range(3)] == ["b", "c", "d"] and line.pop() is None
+
+
+def test_the_line_forgets_a_visitor_whose_page_is_gone():
+    line = WaitingLine(max_waiting=5)
+    line.join(Ticket("b", None, "b"))
+    line.join(Ticket("c", None, "c"))
+    b, c = list(line._line)
+    b.last_seen, c.last_seen = 0.0, 100.0
+    assert [t.visitor for t in line.drop_gone(60, now=130.0)] == ["b"]
+    assert line.place("c") == 1
+
+
+def test_the_compute_budget_counts_the_last_hour_and_forgets_the_rest():
+    now = [10_000.0]
+    budget = ComputeBudget(600, clock=lambda: now[0])
+    budget.record("a", start=now[0] - HOUR - 200, end=now[0] - HOUR + 100)  # half in the window: 100 s count
+    budget.record("a", start=now[0] - 300, end=now[0] - 100)  # 200 s
+    assert budget.used("a") == pytest.approx(300)
+    assert budget.used("a", running={"a": now[0] - 50}) == pytest.approx(350)  # a run still on counts too
+    assert budget.remaining("b") == 600 and budget.remaining("a") == pytest.approx(300)
+    budget.record("a", start=now[0] - 90, end=now[0])
+    budget.admit("a")  # 210 s left
+    budget.record("a", start=now[0] - 200, end=now[0])
+    with pytest.raises(RateLimited, match="this hour's training time"):
+        budget.admit("a")  # 10 s left: less than a run needs
+    now[0] += HOUR + 1
+    assert budget.used("a") == 0 and "a" not in budget._spent  # the table forgets the visitor
+
+
+def test_no_budget_means_no_refusal():
+    budget = ComputeBudget(None)
+    budget.record("a", start=0.0, end=10**6)
+    budget.admit("a")
+    assert budget.remaining("a") is None
+
+
+# ----------------------------------------------------------------------------- the budget of one run
+
+
+def _callback(budget, started, clock):
+    return LiveMetricsCallback(MetricsChannel(), budget_seconds=budget, budget_started=started, clock=lambda: clock[0])
+
+
+def test_a_run_stops_before_a_step_that_would_end_past_its_budget():
+    """Loading counts (the budget runs from the job's start), and the run does not start a step it cannot finish
+    with time to save: the last step's length predicts the next."""
+    clock = [103.0]  # the job started at 100; 3 s of loading
+    cb = _callback(20.0, 100.0, clock)
+    args, state = SimpleNamespace(world_size=1), SimpleNamespace()
+    steps = 0
+    while True:
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_step_begin(args, state, control)
+        clock[0] += 4.0  # each step takes 4 s
+        steps += 1
+        cb.on_step_end(args, state, control)
+        if control.should_training_stop:
+            break
+    # after step n the clock reads 103 + 4n; it stops once 103 + 4n + 4 + reserve >= 120
+    expected = next(n for n in range(1, 10) if 103 + 4 * n + 4 + SAVE_RESERVE_SECONDS >= 120)
+    assert steps == expected
+    assert clock[0] + SAVE_RESERVE_SECONDS <= 120  # it ends inside the budget, with the reserve to save
+    assert cb.stop_event.is_set()
+
+
+def test_a_run_within_its_budget_goes_on():
+    clock = [0.0]
+    cb = _callback(1000.0, 0.0, clock)
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_step_begin(SimpleNamespace(world_size=1), None, control)
+    clock[0] += 5.0
+    cb.on_step_end(SimpleNamespace(world_size=1), None, control)
+    assert not control.should_training_stop
+
+
+# ----------------------------------------------------------------------------- the line on a runner
+
+
+class FakeJob:
+    """A training job that ends when told: the runner's line is tested without training anything."""
+
+    made: list = []
+
+    def __init__(self, config, budget_seconds=None):
+        self.config, self.budget_seconds = config, budget_seconds
+        self.state = SimpleNamespace(config=config, channel=MetricsChannel(), stop_event=threading.Event())
+        self.finished = threading.Event()
+        self.status_extra = {}
+        self.run = None
+        FakeJob.made.append(self)
+
+    def start(self, resources_checked=False):
+        self.run = RunFolder.create(self.config, **self.status_extra)
+        return self
+
+    @property
+    def done(self):
+        return self.finished.is_set()
+
+    def stop(self, reason="stop"):
+        self.finished.set()
+
+    def join(self, timeout=None):
+        return self.done
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    FakeJob.made = []
+    monkeypatch.setattr(runner_module, "TrainingJob", FakeJob)
+    monkeypatch.setattr(runner_module, "check_resources", lambda config: None)
+    limits = replace(LOCAL, max_run_seconds=300, compute_seconds_per_hour=900)
+    r = Runner(str(tmp_path), limits=limits, watchdog=False)
+    yield r
+    r.close()
+
+
+def config(tmp_path, name):
+    return RunConfig(output_dir=str(tmp_path), run_name=name, max_steps=3)
+
+
+def test_a_visitor_who_restarts_on_finish_cannot_keep_the_slot(runner, tmp_path):
+    """A trains; B asks and waits; A's run ends and A asks again at once: B trains next, A waits behind B."""
+    a1 = runner.request(config(tmp_path, "a1"), "id-a", "127.0.0.2", "own-a")
+    assert a1.started == "a1"
+    b = runner.request(config(tmp_path, "b"), "id-b", "127.0.0.3", "own-b")
+    assert b.started is None and runner.line.place("127.0.0.3") == 1
+    with pytest.raises(Busy, match="your run a1 is still training"):
+        runner.request(config(tmp_path, "a2"), "id-a", "127.0.0.2", "own-a")
+    FakeJob.made[0].finished.set()  # A's run ends ...
+    a2 = runner.request(config(tmp_path, "a2"), "id-a", "127.0.0.2", "own-a")  # ... and A asks again at once
+    assert b.started == "b", "the visitor who waited gets the slot"
+    assert a2.started is None and runner.line.place("127.0.0.2") == 1
+    assert [a.name for a in runner.active()] == ["b"]
+    FakeJob.made[1].finished.set()
+    runner._admit_next()  # the watchdog's round
+    assert a2.started == "a2" and runner.turn_of("127.0.0.2") == (None, a2)
+
+
+def test_a_run_from_the_line_gets_what_is_left_of_its_visitors_hour(runner, tmp_path):
+    runner.budget.record("127.0.0.2", start=runner.budget.clock() - 700)  # 200 s of 900 left
+    runner.request(config(tmp_path, "a"), "id-a", "127.0.0.2", "own-a")
+    assert FakeJob.made[-1].budget_seconds == pytest.approx(200, abs=1)
+    runner.request(config(tmp_path, "b"), "id-b", "127.0.0.3", "own-b")
+    FakeJob.made[0].finished.set()
+    runner._admit_next()
+    assert FakeJob.made[-1].budget_seconds == 300  # a fresh visitor: the server's per-run cap
+
+
+def test_a_visitor_over_its_hour_is_refused_before_it_takes_a_place(runner, tmp_path):
+    runner.budget.record("127.0.0.2", start=runner.budget.clock() - 890)
+    with pytest.raises(RateLimited):
+        runner.request(config(tmp_path, "a"), "id-a", "127.0.0.2", "own-a")
+    assert len(runner.line) == 0 and FakeJob.made == []
+
+
+def test_a_run_records_its_visitor_as_a_hash(runner, tmp_path):
+    ticket = runner.request(config(tmp_path, "a"), "id-a", "127.0.0.2", "own-a")
+    status = runner.run(ticket.started).status()
+    assert status["visitor"] == visitor_digest("127.0.0.2") and "127.0.0.2" not in str(status)
+
+
+# ----------------------------------------------------------------------------- whose runs are pruned
+
+
+def made(tmp_path, name, visitor=None, finished=0.0, status="finished"):
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=name))
+    extra = {"owner": f"own-{visitor}", "visitor": visitor_digest(visitor)} if visitor else {}
+    run.set_status(status, finished=finished, **extra)
+    return run
+
+
+def test_a_visitor_loses_its_own_oldest_runs_never_anothers(tmp_path):
+    now = 100_000.0
+    b = made(tmp_path, "b-just-finished", "127.0.0.3", finished=now - 5)
+    for i in range(5):
+        made(tmp_path, f"a{i}", "127.0.0.2", finished=now - 60 + i)
+    limits = replace(PUBLIC, max_runs_per_visitor=3, keep_runs=30, keep_seconds=3600)
+    deleted = prune(tmp_path, limits, now=now)
+    assert deleted == ["a1", "a0"]  # A's own oldest two beyond its 3; newest first in the listing, so a1 then a0
+    assert b.path.is_dir()
+
+
+def test_the_servers_counts_spare_runs_younger_than_the_keep_time_and_the_operators(tmp_path):
+    now = 100_000.0
+    old = made(tmp_path, "old", "127.0.0.4", finished=now - 7200)
+    operator = made(tmp_path, "operator", None, finished=now - 90_000)  # made by the CLI: no owner
+    young = [made(tmp_path, f"y{i}", f"127.0.1.{i}", finished=now - 30) for i in range(3)]
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=2, keep_seconds=3600)
+    assert prune(tmp_path, limits, now=now) == ["old"]  # still 4 runs: the young and the operator's stay
+    assert operator.path.is_dir() and all(r.path.is_dir() for r in young) and not old.path.exists()
+
+
+def test_a_full_disk_is_pruned_before_a_start_is_refused(runner, tmp_path, monkeypatch):
+    old = made(tmp_path, "old", "127.0.0.4", finished=0.0)
+    free = [10 * 10**6]  # 10 MB free, a run needs 200
+    monkeypatch.setattr(runner_module.shutil, "disk_usage", lambda p: SimpleNamespace(free=free[0]))
+    from rloo_demo.server import retention
+
+    def disk_usage(path):
+        free[0] = 10 * 10**6 if old.path.exists() else 500 * 10**6  # deleting the old run frees the disk
+        return SimpleNamespace(free=free[0])
+
+    monkeypatch.setattr(retention.shutil, "disk_usage", disk_usage)
+    monkeypatch.setattr(runner_module.shutil, "disk_usage", disk_usage)
+    ticket = runner.request(config(tmp_path, "new"), "id-a", "127.0.0.2", "own-a")
+    assert not old.path.exists() and ticket.started == "new"
+
+
+def test_a_full_disk_that_pruning_cannot_clear_refuses_the_start(runner, tmp_path, monkeypatch):
+    keep = made(tmp_path, "keep", None, finished=0.0)  # the operator's: never pruned
+    monkeypatch.setattr(runner_module.shutil, "disk_usage", lambda p: SimpleNamespace(free=10 * 10**6))
+    from rloo_demo.server import retention
+
+    monkeypatch.setattr(retention.shutil, "disk_usage", lambda p: SimpleNamespace(free=10 * 10**6))
+    with pytest.raises(DiskFull):
+        runner.request(config(tmp_path, "new"), "id-a", "127.0.0.2", "own-a")
+    assert keep.path.is_dir()
+
+
+def test_the_page_of_a_waiting_visitor_shows_its_place_then_follows_its_run(runner, tmp_path):
+    from rloo_demo.errors import Waiting
+    from rloo_demo.server.gates import Caller
+    from rloo_demo.ui.controller import Controller
+
+    controller = Controller(runner)
+    a, b = Caller("id-a", "127.0.0.2"), Caller("id-b", "127.0.0.3")
+    first = controller.start({"run_name": "a1", "max_steps": 3}, a)
+    with pytest.raises(Waiting) as waiting:
+        controller.start({"run_name": "b1", "max_steps": 3}, b)
+    assert waiting.value.place == 1 and "Place 1 in the line" in str(waiting.value)
+    assert controller.line_note(a) is None and "Place 1" in controller.line_note(b, "en")
+    assert "Место 1" in controller.line_note(b, "ru")
+    assert controller.follow(None, b) == first  # while it waits, the page watches the run in training
+    FakeJob.made[0].finished.set()
+    runner._admit_next()
+    assert controller.line_note(b) is None
+    assert controller.follow(first, b) == "b1"  # its own run now: the page switches to it
