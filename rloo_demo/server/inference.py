@@ -17,7 +17,7 @@ from rloo_demo.eval.evaluation import Scorer, evaluate, heldout_prompts
 from rloo_demo.eval.judges import base_perplexity, collapse_warning, judge_texts
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.policy import load_policy
-from rloo_demo.models.sampling import sample
+from rloo_demo.models.sampling import check_prompt_fits, sample
 from rloo_demo.server.cache import LRU
 from rloo_demo.server.gates import Caller, SamplingGate, owner_digest
 from rloo_demo.server.limits import Limits
@@ -89,6 +89,7 @@ class Inference:
         """N samples of base and trained for one prompt with the same seed, each scored by every reward function."""
         args = self.limits.sampling_request(num_samples, max_new_tokens, temperature, top_p, seed, prompt)
         self._check_comparable(name)
+        self._check_fits(name, args["prompt"], args["max_new_tokens"])  # before the gate: a refusal costs no rate
         with self.sampling(caller.key):
             base, trained, tok, config = self.models_for(name)
             scorer = Scorer(config)
@@ -121,6 +122,13 @@ class Inference:
             out["collapse_warning"] = collapse_warning(out["judges"]["trained"], out["judges"]["base"])
         return out
 
+    def _check_fits(self, name: str, prompt: str, max_new_tokens: int) -> None:
+        """The prompt as the run's policy would see it, with the new tokens, fits its context: checked from the
+        tokenizer and config alone, before any model loads or the visitor's sampling rate is spent."""
+        active = self.runner.get_active(name)
+        config = active.config if active is not None else self.runner.run(name).config()
+        check_prompt_fits(resolve_model(config.policy), as_run_prompt(config, prompt), max_new_tokens)
+
     def probe(self, name, prompt, num_samples, seed, caller: Caller) -> dict:
         """The history of one prompt (the Rollouts tab's probe): K completions from the base policy, from each
         snapshot the run kept and from its latest policy, with the same seed for each. Sampling: it goes through
@@ -133,6 +141,8 @@ class Inference:
         run = active.run if active is not None else self.runner.run(name)
         if active is None and run.unreadable():
             raise NotFound(f"run {name!r} is unreadable: {run.unreadable()}")
+        ahead = active.config if active is not None else run.config()
+        self._check_fits(name, args["prompt"], min(ahead.max_new_tokens, self.limits.max_compare_tokens))
         with self.sampling(caller.key):
             config = active.config if active is not None else run.config()
             base, tok = self._load(config.policy)

@@ -203,6 +203,8 @@ class Runner:
         """Give free slots to the head of the line. A ticket that can no longer start (its visitor is over budget
         or the disk is full) leaves the line with its reason; the next one is tried."""
         while True:
+            if len(self.line):
+                self.prune()  # not under the lock: pruning reads the runs' folders
             with self._lock:
                 self._reap()
                 if len(self._active) >= self.max_concurrent:
@@ -268,13 +270,13 @@ class Runner:
         if self.is_admin(owner):
             active.job.stop("the server's operator stopped it")
             return
-        if not hmac.compare_digest(str(active.owner), str(owner)):
+        if not hmac.compare_digest(_bytes(active.owner), _bytes(owner)):
             raise NotOwner("only the browser session that started this run can stop it")
         active.job.stop(reason)
 
     def is_admin(self, token: str) -> bool:
         admin = self.limits.admin_token
-        return bool(admin) and isinstance(token, str) and hmac.compare_digest(admin, token)
+        return bool(admin) and isinstance(token, str) and hmac.compare_digest(_bytes(admin), _bytes(token))
 
     def stop_all(self, reason: str) -> list[ActiveRun]:
         runs = self.active()
@@ -337,13 +339,12 @@ class Runner:
         """Old runs out (``server.retention``): a visitor's own beyond its cap, then the oldest past their keep time
         beyond the server's counts. A run in training is never touched."""
         protect = {a.name for a in self.active()}
-        return prune(self.runs_dir, self.limits, protect)
+        low = shutil.disk_usage(self.runs_dir).free / 1e6 < self.limits.min_free_mb  # a full disk is cleared too
+        return prune(self.runs_dir, self.limits, protect, free_mb=self.limits.min_free_mb if low else None)
 
     def _make_room(self) -> None:
         """Prune first, then refuse if the disk is still too full: a full disk is cleared, not only reported."""
         self.prune()
-        if shutil.disk_usage(self.runs_dir).free / 1e6 < self.limits.min_free_mb:
-            prune(self.runs_dir, self.limits, {a.name for a in self.active()}, free_mb=self.limits.min_free_mb)
         self._refuse_if_disk_full()
 
     def _watch(self) -> None:
@@ -382,3 +383,8 @@ class Runner:
         if path.resolve().parent != root or not (path / "config.yaml").is_file():
             raise NotFound(f"no run named {name!r}")
         return RunFolder(path)
+
+
+def _bytes(text) -> bytes:
+    """A text for ``hmac.compare_digest``, which compares ``str`` only when it is ASCII (any other id raised)."""
+    return str(text).encode("utf-8", "surrogatepass")

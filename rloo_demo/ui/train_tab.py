@@ -242,7 +242,7 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
 # tens of ms of figures each, every tick (a client that sends drawn=-1 gets all of them each time), and that pure
 # Python held the GIL the training thread next door needs between its torch ops (measured with
 # scripts/bench_load.py). Keyed by the run, its last record and the page's smoothing and language.
-_FIGURES = LRU(32)
+_FIGURES = LRU(96)  # 20 smoothings x 4 languages of one step fit
 _FIGURES_LOCK = threading.Lock()
 
 
