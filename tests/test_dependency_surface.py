@@ -42,21 +42,13 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from rloo_demo.engine.trainers import _ALWAYS, _DERIVED
+from rloo_demo.fast.fast_step import _MULTIMODAL_KEYS
+
 # The row's meaning is in the module docstring. Owners are dotted paths (a module, then attributes).
 _RLOO = "trl.RLOOTrainer"
 _GPT2 = "transformers.models.gpt2.modeling_gpt2"
-_MM = (  # the multimodal keywords of TRL's scoring call: fast_step's _MULTIMODAL_KEYS (its fallback test)
-    "pixel_values",
-    "image_grid_thw",
-    "num_images",
-    "pixel_attention_mask",
-    "spatial_shapes",
-    "num_tiles",
-    "image_sizes",
-    "token_type_ids",
-    "mm_token_type_ids",
-    "image_position_ids",
-)
+_MM = _MULTIMODAL_KEYS  # the multimodal keywords of TRL's scoring call that fast_step passes on to TRL
 _HOOK = ("args", "state", "control", "**kwargs")  # every TrainerCallback hook we override
 
 SURFACE: list[tuple[str, str, str, tuple[str, ...], str]] = [
@@ -206,21 +198,7 @@ SURFACE: list[tuple[str, str, str, tuple[str, ...], str]] = [
     # grpo_config copies these by name and silently skips a field GRPOConfig lacks
     *[
         ("field", "trl.GRPOConfig", name, (), "trainers")
-        for name in (
-            "beta",
-            "num_generations",
-            "max_completion_length",
-            "temperature",
-            "top_p",
-            "learning_rate",
-            "seed",
-            "max_steps",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "scale_rewards",
-            "generation_batch_size",
-            "steps_per_generation",
-        )
+        for name in (*_ALWAYS, *_DERIVED, "scale_rewards")  # the lists grpo_config itself copies by
     ],
     # ------------------------------------------------------------------ transformers: Trainer and callbacks
     ("attr", "transformers.Trainer", "accelerator", (), "capture, fast_step, overlap, trainers, meter, training"),
@@ -600,9 +578,8 @@ def _our_module(short: str):
 
 
 def test_the_table_lists_what_our_code_lists():
-    """Where our code keeps its own list of a dependency's names, the table has the same ones."""
-    fast_step = _our_module("fast_step")
-    assert set(fast_step._MULTIMODAL_KEYS) == set(_MM), "fast_step's _MULTIMODAL_KEYS and _MM here differ"
+    """Where our code keeps its own list of a dependency's names, the table pins every one (it reads the lists)."""
+    assert _MM and set(_MM) <= {n for p in PINS for n in p.params}, "a multimodal keyword is not pinned"
     trainers = _our_module("trainers")
     pinned = {p.name for p in PINS if p.owner == "trl.GRPOConfig"}
     missing = (set(trainers._ALWAYS) | set(trainers._DERIVED)) - pinned
