@@ -153,6 +153,17 @@ def step_times(run_dir: Path, warmup: int = 3) -> list[float]:
     return [r["step_time"] for r in rows[warmup:]]
 
 
+def wait_serving(url: str, timeout: float = 120.0) -> None:
+    """Until the app answers its page (it loads its models first)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url, timeout=2).status == 200:
+                return
+        except OSError:
+            time.sleep(0.5)
+
+
 def post_api(url: str, name: str, data: list):
     from gradio_client import Client
 
@@ -216,13 +227,7 @@ def main() -> int:
     )
     out: dict = {"visitors": args.visitors, "load_seconds": args.minutes * 60}
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(url, timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.5)
+        wait_serving(url)
         # 1. baseline: the run alone
         base = post_api(url, "start_run", [json.dumps(RUN | {"max_steps": args.baseline_steps}), "bench"])["run"]
         wait_finished(url, base, 900)
@@ -453,13 +458,7 @@ def bench_readers(args) -> int:
     out: dict = {"readers": args.readers, "phase_seconds": args.phase_seconds, "rounds": args.rounds}
     out["runs_on_disk"], out["fresh_sessions"] = args.runs_on_disk, args.fresh_sessions
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(url, timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.5)
+        wait_serving(url)
         run = post_api(url, "start_run", [json.dumps(RUN | {"max_steps": 5000}), "bench"])["run"]
         while len(step_times(runs / run, warmup=0)) < 5:
             time.sleep(0.5)
