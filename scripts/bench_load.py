@@ -153,6 +153,17 @@ def step_times(run_dir: Path, warmup: int = 3) -> list[float]:
     return [r["step_time"] for r in rows[warmup:]]
 
 
+def space_app(**env) -> tuple[Path, int, dict]:
+    """A runs folder, a port and the environment of the app as the image runs it: public mode, runs outside the
+    working folder and /tmp. ``env`` adds or overrides variables."""
+    home = Path.home() / ".rloo-demo-bench"
+    home.mkdir(exist_ok=True)
+    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=home))
+    port = free_port()
+    base = dict(os.environ, RLOO_PUBLIC="1", RLOO_RUNS_DIR=str(runs), GRADIO_SERVER_NAME="127.0.0.1")
+    return runs, port, base | {"GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1"} | env
+
+
 def wait_serving(url: str, timeout: float = 120.0) -> None:
     """Until the app answers its page (it loads its models first)."""
     deadline = time.time() + timeout
@@ -207,20 +218,8 @@ def main() -> int:
     if args.fairness:
         return bench_fairness(args)
 
-    home = Path.home() / ".rloo-demo-bench"  # the Space layout: outside the working folder and /tmp
-    home.mkdir(exist_ok=True)
-    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=home))
-    port = free_port()
-    env = dict(
-        os.environ,
-        RLOO_PUBLIC="1",
-        RLOO_RUNS_DIR=str(runs),
-        GRADIO_SERVER_NAME="127.0.0.1",
-        GRADIO_SERVER_PORT=str(port),
-        HF_HUB_OFFLINE="1",
-        # the visitors' X-Forwarded-For stands for a Space's proxy: the proxy is this machine's own address
-        RLOO_TRUSTED_PROXIES="127.0.0.1/32",
-    )
+    # the visitors' X-Forwarded-For stands for a Space's proxy: the proxy is this machine's own address
+    runs, port, env = space_app(RLOO_TRUSTED_PROXIES="127.0.0.1/32")
     url = f"http://127.0.0.1:{port}/"
     proc = subprocess.Popen(
         [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
@@ -428,25 +427,15 @@ def bench_readers(args) -> int:
     endpoint as fast as it answers). A round's slowdown is the median step of its reading phase over the median
     step of the quiet phases before and after it; the endpoint's is the mean over rounds (short alternating phases:
     a shared machine's own load drifts over minutes). Target (issue 25): at most 1.3x per endpoint."""
-    home = Path.home() / ".rloo-demo-bench"
-    home.mkdir(exist_ok=True)
-    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=home))
-    synth_runs(runs, args.runs_on_disk)
-    port = free_port()
     endpoints = [e for e in args.endpoints.split(",") if e] if args.endpoints else list(READ_ENDPOINTS)
-    env = dict(
-        os.environ,
-        RLOO_PUBLIC="1",
-        RLOO_RUNS_DIR=str(runs),
-        GRADIO_SERVER_NAME="127.0.0.1",
-        GRADIO_SERVER_PORT=str(port),
-        HF_HUB_OFFLINE="1",
+    runs, port, env = space_app(
         RLOO_KEEP_RUNS=str(args.runs_on_disk + 5),  # the synthetic runs stay while the bench runs
         RLOO_MAX_RUN_SECONDS="3600",  # one run for every phase: the public budget (300 s) would end it first
         RLOO_COMPUTE_SECONDS_PER_HOUR="3600",
         RLOO_ABANDON_SECONDS="3600",
         RLOO_MAX_STEPS="5000",
     )
+    synth_runs(runs, args.runs_on_disk)
     url = f"http://127.0.0.1:{port}/"
     # --server-nice below 0 (root) keeps a shared machine's other jobs from taking the server's cores
     server = (
@@ -537,21 +526,9 @@ class Served:
     ``SERVE``, which also writes gradio's session count to a file every 0.25 s."""
 
     def __init__(self, **env):
-        home = Path.home() / ".rloo-demo-bench"
-        home.mkdir(exist_ok=True)
-        self.runs = Path(tempfile.mkdtemp(prefix="runs-", dir=home))
+        self.runs, port, env = space_app(**env)
         self.probe = self.runs.parent / f"{self.runs.name}.sessions"
-        port = free_port()
         self.url = f"http://127.0.0.1:{port}/"
-        env = dict(
-            os.environ,
-            RLOO_PUBLIC="1",
-            RLOO_RUNS_DIR=str(self.runs),
-            GRADIO_SERVER_NAME="127.0.0.1",
-            GRADIO_SERVER_PORT=str(port),
-            HF_HUB_OFFLINE="1",
-            **env,
-        )
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SERVE, str(self.probe)],
             cwd=ROOT,
