@@ -40,7 +40,7 @@ def running_app(runs_dir, max_concurrent=1, limits=None):
     controller = Controller(Runner(str(runs_dir), max_concurrent=max_concurrent, limits=limits))
     demo = prepare(build_app(controller), limits)
     port = free_port()
-    options = launch_options(limits) | {"server_name": "127.0.0.1", "server_port": port}
+    options = launch_options(limits, controller.reads) | {"server_name": "127.0.0.1", "server_port": port}
     demo.launch(prevent_thread_lock=True, quiet=True, **options)
     try:
         yield f"http://127.0.0.1:{port}/", controller

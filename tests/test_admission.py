@@ -35,7 +35,7 @@ def serving(runs_dir, limits):
     controller = Controller(Runner(str(runs_dir), limits=limits))
     demo = prepare(build_app(controller), limits)
     port = free_port()
-    options = launch_options(limits) | {"server_name": "127.0.0.1", "server_port": port}
+    options = launch_options(limits, controller.reads) | {"server_name": "127.0.0.1", "server_port": port}
     demo.launch(prevent_thread_lock=True, quiet=True, **options)
     try:
         yield f"http://127.0.0.1:{port}/", controller, demo
@@ -173,6 +173,38 @@ def test_what_the_app_never_needs_is_closed(app):
         assert a.post(f"{url}gradio_api/run/predict", json=tick).status_code == 200  # how the page ticks
         big = {"data": ["x" * (2 << 20)], "fn_index": deps["list_runs"]["id"], "session_hash": "d"}
         assert a.post(f"{url}gradio_api/queue/join", json=big).status_code == 413
+
+
+def test_over_rate_reads_are_refused_before_gradio_and_admitted_ones_counted_once(space_runs_dir, monkeypatch):
+    """Reads (the API's lists, rollouts and polls, and the page tick) count against one allowance per visitor, in
+    the middleware: with 8 reads a minute a visitor holds 2 (15 s worth). A's first two list_runs reach the handler
+    and answer a list (counted once each: a second count in the handler would refuse the second); the third, and
+    A's page tick, are refused with 429 before gradio queues them (the handler never runs); B is untouched."""
+    limits = replace(LIMITS, reads_per_minute=8)
+    with serving(space_runs_dir, limits) as (url, controller, demo):
+        config = httpx.get(f"{url}config", timeout=30).json()
+        deps = {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
+        served = []
+        original = controller.reader.list_runs
+        monkeypatch.setattr(controller.reader, "list_runs", lambda: served.append(1) or original())
+        tick = lambda session: body(deps, "page_tick", ["cid", None, -1, 0.6, -1, True, None, "train"], session)  # noqa: E731
+        with visitor(A) as a, visitor(B) as b:
+            answers = []
+            for i in range(2):
+                joined = join(a, url, deps, "list_runs", [], f"a{i}")
+                assert joined.status_code == 200, joined.text
+                answers.append(result(a, url, f"a{i}", joined.json()["event_id"])[0])
+            assert all(isinstance(x, list) for x in answers), answers
+            refused = join(a, url, deps, "list_runs", [], "a2")
+            assert refused.status_code == 429 and "too many reads: 8 a minute" in refused.json()["detail"]
+            ticked = a.post(f"{url}gradio_api/run/predict", json=tick("a3"))
+            assert ticked.status_code == 429 and "too many reads" in ticked.json()["detail"]
+            assert served == [1, 1]  # the refused read never reached the handler
+            assert "a3" not in demo.server_app.state_holder.session_data  # nor built a session
+            joined = join(b, url, deps, "list_runs", [], "b0")
+            assert joined.status_code == 200 and isinstance(result(b, url, "b0", joined.json()["event_id"])[0], list)
+            assert b.post(f"{url}gradio_api/run/predict", json=tick("b1")).status_code == 200
+            assert served == [1, 1, 1]
 
 
 def _cache_bytes(demo) -> int:

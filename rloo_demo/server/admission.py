@@ -12,6 +12,12 @@ reads each request first:
   visitor already has ``Limits.max_events_per_visitor`` events of the same kind (gradio's concurrency group)
   waiting or running; a **direct call** (``POST /gradio_api/run/...``, the page's unqueued events) counts the same
   way while it runs. So the queue is bounded by visitors, and one visitor's flood fills only its own places;
+- a **read** (an event of one of the ``read_kinds``: lists, rollouts, polls, page ticks) is counted against the
+  visitor's ``Limits.reads_per_minute`` here (``server.gates.ReadGate``) and refused with HTTP 429 once its
+  allowance is spent, before gradio builds a session, queues the event or opens its stream: a looping reader costs
+  the server this refusal, about a tenth of a millisecond, not gradio's few milliseconds per request, which on 2
+  cores shared with a training step is what slowed the step (``scripts/bench_load.py --readers 8``). An admitted
+  read is stamped (``READ_STATE``), so the handler does not count it again;
 - in public mode, what this app never needs is closed: uploads (403), the ``/gradio_api/call/`` routes that
   enter the queue without a session (``gradio_client`` joins the queue itself; 404), gradio's ``/monitoring``
   pages (404), and request bodies over ``MAX_BODY_BYTES`` (413).
@@ -27,11 +33,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 
+from rloo_demo.errors import RateLimited
+from rloo_demo.server.gates import ReadGate
 from rloo_demo.server.limits import Limits, visitor_address
 
 log = logging.getLogger(__name__)
 
 VISITOR_STATE = "rloo_visitor"  # the key of the visitor's address in the request's state (ASGI scope["state"])
+READ_STATE = "rloo_read_admitted"  # set in the request's state once the middleware counted it as a read
 MAX_BODY_BYTES = 1 << 20  # a public server's largest event request: every text field is capped far below this
 API = "/gradio_api"
 JOIN = f"{API}/queue/join"
@@ -47,10 +56,17 @@ def stamped_visitor(state) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def read_admitted(state) -> bool:
+    """Whether the middleware already counted this request (``request.state``) against its visitor's reads."""
+    return state is not None and getattr(state, READ_STATE, False) is True
+
+
 class Admission:
     """The ASGI middleware (see the module's docstring). ``kind_of(app, fn_index, api_name)`` names the kind of
     event a request asks for (``None``: no such event, gradio answers it); ``queued(app, visitor, kind)`` counts
-    the visitor's events of that kind gradio holds, waiting or running. ``app`` is gradio's app (``scope["app"]``)."""
+    the visitor's events of that kind gradio holds, waiting or running. ``app`` is gradio's app (``scope["app"]``).
+    Events of the ``read_kinds`` are reads, counted by ``reads`` (the controller's gate, so that a read reaching a
+    handler some other way shares the same allowance; a gate of its own where none is given)."""
 
     def __init__(
         self,
@@ -59,8 +75,12 @@ class Admission:
         limits: Limits,
         kind_of: Callable[[object, int | None, str | None], str | None],
         queued: Callable[[object, str | None, str], int],
+        read_kinds: frozenset[str] = frozenset(),
+        reads: ReadGate | None = None,
     ):
         self.app = app
+        self.read_kinds = frozenset(read_kinds)
+        self.reads = reads if reads is not None else ReadGate(limits)
         self.cap = limits.max_events_per_visitor
         self.public = limits.public
         self.trusted = limits.trusted_proxies
@@ -82,7 +102,7 @@ class Admission:
                 return await _answer(send, *refusal)
         join = post and route == JOIN
         direct = post and route.startswith(DIRECT)
-        if self.cap is None or not (join or direct):
+        if not (join or direct) or (self.cap is None and self.reads.limits.reads_per_minute is None):
             return await self.app(scope, receive, send)
         body = await _read_body(receive, MAX_BODY_BYTES if self.public else None)
         if body is None:  # the client went away, or sent more than a public server takes
@@ -91,14 +111,20 @@ class Admission:
         if kind is None:
             return await self.app(scope, _replay(body, receive), send)
         key = (visitor, kind)
-        held = self.pending[key] + self.queued(scope.get("app"), visitor, kind)
-        if held >= self.cap:
+        held = self.pending[key] + self.queued(scope.get("app"), visitor, kind) if self.cap is not None else 0
+        if self.cap is not None and held >= self.cap:
             log.info("refused a %s from %s: %d of its events of this kind are waiting or running", route, visitor, held)
             message = (
                 f"you already have {held} requests of this kind waiting or running; this server takes at most "
                 f"{self.cap} at a time from one visitor: wait for one to finish, then try again"
             )
             return await _answer(send, 429, {"detail": message, "error": message}, retry_after=2)
+        if kind in self.read_kinds:
+            try:
+                self.reads.admit(visitor or "anonymous")
+            except RateLimited as exc:
+                return await _answer(send, 429, {"detail": str(exc), "error": str(exc)}, retry_after=1)
+            scope["state"][READ_STATE] = True
         self.pending[key] += 1
         released = False
 

@@ -69,6 +69,7 @@ class Caller:
 
     client_id: str = ""
     host: str | None = None
+    read_admitted: bool = False  # the admission middleware already counted this request as a read
 
     @property
     def key(self) -> str:

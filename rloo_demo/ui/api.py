@@ -10,6 +10,11 @@ from rloo_demo.ui.common import caller_of
 from rloo_demo.ui.controller import Controller
 
 
+# The kinds of event (gradio concurrency groups) that only read runs: the admission middleware counts them against a
+# visitor's reads before gradio touches them (server.admission). The page tick is its own group (ui.app).
+READS, TICK = "reads", "tick"
+READ_KINDS = frozenset({READS, TICK})
+
 def register_api(controller: Controller) -> None:
     def answer(call) -> dict:
         try:
@@ -64,7 +69,7 @@ def register_api(controller: Controller) -> None:
         """Every run on disk with status and key figures, newest first ({"error"} when the caller reads too often)."""
         return answer(lambda: controller.list_runs(caller_of(request)))
 
-    reads = {"concurrency_limit": 8, "concurrency_id": "reads"}
+    reads = {"concurrency_limit": 8, "concurrency_id": READS}
     gr.api(start_run, api_name="start_run", concurrency_limit=1, concurrency_id="start")
     # Stop only sets a flag: a group of its own, so a visitor's reads waiting in the queue never hold it back
     gr.api(stop_run, api_name="stop_run", concurrency_limit=4, concurrency_id="stop")

@@ -24,10 +24,11 @@ from starlette.middleware import Middleware
 
 from rloo_demo import i18n
 from rloo_demo.server.admission import Admission
+from rloo_demo.server.gates import ReadGate
 from rloo_demo.server.limits import Limits
 from rloo_demo.server.malloc import bound_arenas
 from rloo_demo.server.runner import Runner
-from rloo_demo.ui import compare_tab, rollouts_tab, runs_tab, train_tab
+from rloo_demo.ui import api, compare_tab, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
 from rloo_demo.ui.common import L, Page, caller_of, guarded
 from rloo_demo.ui.controller import Controller
@@ -227,17 +228,21 @@ def _wire_tick(page: Page, tr, ro) -> None:
         api_name="page_tick",
         api_visibility="undocumented",
         concurrency_limit=None,
+        concurrency_id=api.TICK,  # a read, counted by the admission middleware (api.READ_KINDS)
         queue=False,  # a plain request: the queue's SSE machinery costs GIL time the training thread would lose
     )
 
 
-def launch_options(limits: Limits) -> dict:
+def launch_options(limits: Limits, reads: ReadGate | None = None) -> dict:
     """``demo.launch`` keywords. The app serves nothing that needs an upload, so uploads are refused (1 byte; in
     public mode the admission middleware answers 403 before gradio reads one). In front of gradio's routes sits
     ``server.admission``: who a visitor is, and in public mode its fair share of the queue. In public mode: no
     ``/monitoring``, no run history (it would save public calls to a bucket a caller names), a bounded number of
-    browser sessions, and sessions idle for ``limits.session_seconds`` forgotten."""
-    admission = Middleware(Admission, limits=limits, kind_of=event_kind, queued=queued_events)
+    browser sessions, and sessions idle for ``limits.session_seconds`` forgotten. ``reads``: the controller's read
+    gate, which the middleware counts reads with (one of its own where none is given)."""
+    admission = Middleware(
+        Admission, limits=limits, kind_of=event_kind, queued=queued_events, read_kinds=api.READ_KINDS, reads=reads
+    )
     app_kwargs: dict = {"middleware": [admission]}
     if limits.session_seconds:
         app_kwargs["lifespan"] = session_lifespan(limits.session_seconds)
@@ -314,6 +319,6 @@ def main() -> None:
     mode = "public" if limits.public else "local"
     logging.getLogger(__name__).info("rloo-demo in %s mode, runs in %s", mode, runner.runs_dir)
     try:
-        demo.launch(**launch_options(limits))
+        demo.launch(**launch_options(limits, controller.reads))
     finally:
         controller.close()

@@ -14,7 +14,7 @@ from gradio.i18n import I18nData
 
 from rloo_demo import i18n
 from rloo_demo.errors import UserError
-from rloo_demo.server.admission import stamped_visitor
+from rloo_demo.server.admission import read_admitted, stamped_visitor
 from rloo_demo.server.gates import Caller
 from rloo_demo.server.limits import trusted_proxies_from_env, visitor_address
 from rloo_demo.ui.controller import Controller
@@ -47,9 +47,10 @@ def caller_of(request: gr.Request | None, client_id=None) -> Caller:
     server the admission middleware has already read it, with this server's limits, and stamped it on the request
     (``server.admission``), so every per-visitor limit keys a visitor the same way; a request without the stamp
     (a test's stand-in) is read here with the environment's trusted proxies."""
-    host = None
+    host, admitted = None, False
     if request is not None:
         host = stamped_visitor(getattr(request, "state", None))
+        admitted = read_admitted(getattr(request, "state", None))
         if host is None:
             peer = request.client.host if request.client else None
             headers = request.headers
@@ -57,7 +58,7 @@ def caller_of(request: gr.Request | None, client_id=None) -> Caller:
                 headers.getlist("x-forwarded-for") if hasattr(headers, "getlist") else headers.get("x-forwarded-for")
             )
             host = visitor_address(peer, values, trusted_proxies_from_env() or ())
-    return Caller(client_id if isinstance(client_id, str) else "", host)
+    return Caller(client_id if isinstance(client_id, str) else "", host, admitted)
 
 
 def as_plot(figure: dict) -> PlotData:

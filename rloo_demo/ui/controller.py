@@ -133,9 +133,11 @@ class Controller:
 
     # Reads take the caller: each counts against its ``Limits.reads_per_minute`` (``ReadGate``), refused before
     # anything is read. An event counts once, at its first read (a page tick at ``follow``); None: not counted.
+    # On a live server the admission middleware counts the reads of the ``api.READ_KINDS`` before gradio touches
+    # them, with this same gate, and marks the caller (``Caller.read_admitted``), so they are not counted twice.
 
     def _read(self, caller: Caller | None) -> None:
-        if caller is not None:
+        if caller is not None and not caller.read_admitted:
             self.reads.admit(caller.key)
 
     def default_run(self, caller: Caller | None = None) -> str | None:
