@@ -260,6 +260,12 @@ def test_an_idle_session_is_forgotten_and_a_busy_one_kept(app):
             assert b.post(f"{url}gradio_api/run/predict", json=tick("ticking")).status_code == 200
             time.sleep(0.1)
         assert "ticking" in sessions
+        # the session was built lazily: a config only for the blocks its ticks wrote, and a deep link still works
+        built = dict.__len__(sessions["ticking"].config_values)
+        assert type(demo.server_app.state_holder).__name__ == "LazyStateHolder"
+        assert built < len(demo.blocks) / 4, (built, len(demo.blocks))
+        assert b.get(f"{url}gradio_api/deep_link", params={"session_hash": "ticking"}).status_code == 200
+        assert dict.__len__(sessions["ticking"].config_values) >= len(demo.blocks) / 2  # built whole when asked
 
 
 def test_public_launch_settings_bound_sessions_and_close_monitoring():
@@ -271,4 +277,5 @@ def test_public_launch_settings_bound_sessions_and_close_monitoring():
     assert public["run_history"] is False and public["max_file_size"] == 1 and public["ssr_mode"] is False
     assert "lifespan" in public["app_kwargs"] and public["app_kwargs"]["middleware"]
     local = launch_options(LOCAL)
-    assert "state_session_capacity" not in local and "lifespan" not in local["app_kwargs"]  # gradio's defaults
+    assert "state_session_capacity" not in local  # gradio's default
+    assert "lifespan" in local["app_kwargs"]  # lazy sessions, none dropped

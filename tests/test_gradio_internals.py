@@ -224,3 +224,57 @@ def test_the_session_sweeper_runs_inside_gradios_own_lifespan():
         return False
 
     assert asyncio.run(run())
+
+
+def _many_blocks_demo():
+    with gr.Blocks() as demo:
+        boxes = [gr.Textbox(f"box {i}", label=f"label {i}") for i in range(40)]
+        state = gr.State(7)
+        gr.Button().click(lambda: "changed", None, boxes[3])
+    return demo, boxes, state
+
+
+def test_a_lazy_session_builds_configs_only_when_asked_and_then_what_gradio_builds(monkeypatch):
+    """A new browser session costs gradio a config for each block (``config_for_block``), built eagerly. The lazy
+    session builds none until one is read and one per write; read whole, after the same writes, it gives what
+    gradio's own session gives, in the same order."""
+    from gradio.blocks import BlocksConfig
+    from gradio.state_holder import SessionState
+
+    from rloo_demo.ui.gradio_internals import LazySessionState
+
+    demo, boxes, state = _many_blocks_demo()
+    eager = SessionState(demo)
+    built = []
+    real = BlocksConfig.config_for_block
+    counting = staticmethod(lambda *a, **k: built.append(a[0]) or real(*a, **k))  # gradio's is a staticmethod
+    monkeypatch.setattr(BlocksConfig, "config_for_block", counting)
+    lazy = LazySessionState(demo)
+    assert built == []
+    assert lazy[state._id] == 7 and lazy[boxes[5]._id] is boxes[5]  # reading blocks and states builds nothing
+    assert built == []
+    for session in (lazy, eager):  # the writes an event makes: a component replaced, a value set in its config
+        session[boxes[3]._id] = gr.Textbox("changed", label="label 3")
+        session._update_value_in_config(boxes[9]._id, "nine")
+    assert built == [boxes[3]._id, boxes[9]._id, boxes[3]._id]  # the lazy one builds both; the eager, one anew
+    got, want = list(lazy.components), list(eager.components)
+    assert len(want) >= 40  # the comparison below covers every block
+    assert [(c["id"], c["type"], c["props"].get("value")) for c in got] == [
+        (c["id"], c["type"], c["props"].get("value")) for c in want
+    ]
+    assert {c["id"]: c["props"].get("value") for c in got}[boxes[9]._id] == "nine"
+
+
+def test_lazy_sessions_swaps_only_gradios_own_holder():
+    from gradio.state_holder import StateHolder
+
+    from rloo_demo.ui.gradio_internals import LazySessionState, LazyStateHolder, lazy_sessions
+
+    demo, boxes, state = _many_blocks_demo()
+    holder = StateHolder()
+    holder.set_blocks(demo)
+    kept = holder["before"]
+    lazy_sessions(holder)
+    assert type(holder) is LazyStateHolder and holder["before"] is kept  # existing sessions kept
+    fresh = holder["after"]
+    assert type(fresh) is LazySessionState and holder["after"] is fresh and "after" in holder.time_last_used

@@ -243,9 +243,8 @@ def launch_options(limits: Limits, reads: ReadGate | None = None) -> dict:
     admission = Middleware(
         Admission, limits=limits, kind_of=event_kind, queued=queued_events, read_kinds=api.READ_KINDS, reads=reads
     )
-    app_kwargs: dict = {"middleware": [admission]}
-    if limits.session_seconds:
-        app_kwargs["lifespan"] = session_lifespan(limits.session_seconds)
+    # sessions that build their copy of the page's config only when asked, and (public) idle ones forgotten
+    app_kwargs: dict = {"middleware": [admission], "lifespan": session_lifespan(limits.session_seconds)}
     options = {
         "server_name": os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

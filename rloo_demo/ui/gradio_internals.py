@@ -1,6 +1,7 @@
 """The one place that touches gradio's private attributes, because gradio 6 has no setting for them: the queue's
 polling, cheap skipped outputs, what the admission middleware needs to know of the queue (an event's kind, a
-visitor's events held), and dropping idle browser sessions.
+visitor's events held), browser sessions that build their copy of the page's config only when asked, and dropping
+idle sessions.
 
 ``tests/test_gradio_internals.py`` fails loudly when an upgrade renames them, so the tweak cannot silently stop
 working (``quiet_queue`` itself only sets attributes that exist).
@@ -15,6 +16,7 @@ import datetime
 import logging
 
 import gradio as gr
+from gradio.state_holder import SessionState, StateHolder
 
 from rloo_demo.server.admission import VISITOR_STATE
 
@@ -139,10 +141,81 @@ def drop_idle_sessions(holder, idle_seconds: float, busy=frozenset()) -> int:
     return len(idle)
 
 
-def session_lifespan(idle_seconds: float):
+class _LazyConfigs(dict):
+    """``SessionState.config_values`` built on demand. gradio builds, for every new session, each block's config
+    (``config_for_block``: 230 blocks, about 32 ms, holding the GIL the training thread needs) only to have them
+    should the session ask for a deep link. Here a block's config is built when it is read or iterated; a write
+    (an event updating a component) stores only that block's. Reading it whole gives what gradio builds."""
+
+    def __init__(self, blocks_config, keys: list[int]):
+        super().__init__()
+        self._source, self._keys = blocks_config, keys
+
+    def __missing__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        value = self[key] = self._source.config_for_block(key, [], self._source.blocks[key])
+        return value
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, key) or key in self._keys
+
+    def _whole(self) -> list:
+        extra = [k for k in dict.keys(self) if k not in self._keys]
+        return [k for k in self._keys if k in self._source.blocks] + extra  # gradio's order, then later ones
+
+    def keys(self):
+        return self._whole()
+
+    def __iter__(self):
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def items(self):
+        return [(k, self[k]) for k in self._whole()]
+
+    def values(self):
+        return [self[k] for k in self._whole()]
+
+
+class _NoBlocks:
+    """What ``SessionState.__init__`` reads of the Blocks, with no blocks to build configs for."""
+
+    def __init__(self, blocks):
+        self.default_config, self.blocks = blocks.default_config, {}
+
+
+class LazySessionState(SessionState):
+    """gradio's ``SessionState`` with its per-block configs built on demand (``_LazyConfigs``)."""
+
+    def __init__(self, blocks):
+        super().__init__(_NoBlocks(blocks))  # gradio's own set-up, less the eager configs
+        keys = [k for k in self.blocks_config.blocks if k in blocks.blocks]
+        self.config_values = _LazyConfigs(self.blocks_config, keys)
+
+
+class LazyStateHolder(StateHolder):
+    """gradio's ``StateHolder`` whose new sessions are ``LazySessionState``s (its ``__getitem__``, less the build)."""
+
+    def __getitem__(self, session_id: str) -> SessionState:
+        if session_id not in self.session_data:
+            self.session_data[session_id] = LazySessionState(self.blocks)
+        return super().__getitem__(session_id)
+
+
+def lazy_sessions(holder: StateHolder) -> None:
+    """Make the sessions ``holder`` creates from now on lazy (``LazyStateHolder``), keeping those it has."""
+    if type(holder) is StateHolder:
+        holder.__class__ = LazyStateHolder
+
+
+def session_lifespan(idle_seconds: float | None):
     """A lifespan for gradio's app (``launch(app_kwargs={"lifespan": ...})``; gradio runs its own around it) that
-    drops idle sessions (``drop_idle_sessions``) every ``idle_seconds / 4``, at most every minute."""
-    every = min(60.0, max(0.05, idle_seconds / 4))
+    makes new sessions lazy (``lazy_sessions``) and, with ``idle_seconds``, drops idle sessions
+    (``drop_idle_sessions``) every ``idle_seconds / 4``, at most every minute."""
+    every = min(60.0, max(0.05, idle_seconds / 4)) if idle_seconds else None
 
     async def sweep(app):
         while True:
@@ -155,6 +228,10 @@ def session_lifespan(idle_seconds: float):
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        lazy_sessions(app.state_holder)
+        if every is None:
+            yield
+            return
         task = asyncio.create_task(sweep(app))
         try:
             yield
