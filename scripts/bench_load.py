@@ -326,6 +326,8 @@ def once(http, i, n):
         r = http.post(url + "gradio_api/run/page_tick", json=body(data, uuid.uuid4().hex))
         if r.status_code >= 500:
             return "http_5xx"
+        if r.status_code == 429:  # refused by the admission middleware, before gradio
+            return "refused"
         out = r.json().get("data") or []
         text = json.dumps(out)
         return "refused" if "too many reads" in text else "answers"
@@ -333,6 +335,8 @@ def once(http, i, n):
     r = http.post(url + "gradio_api/queue/join", json=body(args[endpoint], session))
     if r.status_code >= 500:
         return "http_5xx"
+    if r.status_code == 429:  # refused by the admission middleware, before gradio
+        return "refused"
     if r.status_code != 200:
         return "errors"
     with http.stream("GET", url + "gradio_api/queue/data", params={"session_hash": session}) as s:
