@@ -6,7 +6,8 @@ reader, and a subscriber that joins late (a reloaded page) still sees every step
 
 ``LiveMetricsCallback`` is a ``TrainerCallback``: ``on_log`` publishes each logged step with everything TRL logs,
 and ``on_step_end`` turns a stop request into ``control.should_training_stop``, which the ``Trainer`` honours at the
-next step boundary.
+next step boundary. Its ``phase`` says what a run does before its first step is logged (``run_phase``): the
+first seconds of a run load models and sample a first batch, and a page should say so rather than "step 0".
 """
 
 from __future__ import annotations
@@ -82,6 +83,18 @@ class Subscription:
                 return
 
 
+def run_phase(trainer) -> str:
+    """What a run in training does now: "loading" (no trainer yet: the policy, the reward models and the prompts
+    are loading), "preparing" (the trainer's set-up), "first_step" or "training" (steps are being logged)."""
+    if trainer is None:
+        return "loading"
+    handler = getattr(trainer, "callback_handler", None)
+    for callback in getattr(handler, "callbacks", ()):
+        if isinstance(callback, LiveMetricsCallback):
+            return callback.phase
+    return "training"
+
+
 TRAIN_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_loss")
 
 
@@ -118,8 +131,12 @@ class LiveMetricsCallback(TrainerCallback):
         self.budget_started = budget_started
         self._step_began: float | None = None
         self.last_step_seconds: float | None = None
+        # The callback is made once the policy, the reward functions and the prompts are loaded; the trainer's own
+        # set-up (the reference copy, the optimiser) follows, then the first step (sampling, scoring, the update).
+        self.phase = "preparing"
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self.phase = "first_step"
         self.started = self.clock()
         if self.budget_started is None:
             self.budget_started = self.started
@@ -147,6 +164,7 @@ class LiveMetricsCallback(TrainerCallback):
         record.update({k: float(v) for k, v in logs.items() if isinstance(v, int | float)})
         if self.on_record is not None:
             self.on_record(record)
+        self.phase = "training"
         self.channel.publish(record)
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -60,6 +60,54 @@ def prompt_ids_that_fit(tokenizer, prompt, max_new_tokens: int, max_ctx: int) ->
     return list(ids)
 
 
+MAX_CUTS = 8  # re-tokenising the cut text may merge a token or two at the new start: a few more cuts at most
+
+
+def cut_to_fit(tokenizer, text: str, max_new_tokens: int, max_ctx: int, render=None) -> tuple[str, int, int]:
+    """``(text, tokens dropped, tokens it had)``: a prompt too long for the context, with its first tokens cut
+    until the model's input, ``render(text)`` (the text itself, or a chat's messages around it), and
+    ``max_new_tokens`` fit. The end is kept because the completion continues it (for a chat, the question is
+    usually last). ``InputError`` when nothing can fit: the new tokens alone fill the context, or the template
+    around the text does."""
+    render = render or (lambda t: t)
+    if max_new_tokens >= max_ctx:
+        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
+    room = max_ctx - max_new_tokens
+    text_ids = list(tokenizer(text).input_ids)
+    had = len(encode_prompt(tokenizer, render(text)))
+    cut, kept = text, text_ids
+    for _ in range(MAX_CUTS):
+        over = len(encode_prompt(tokenizer, render(cut))) - room
+        if over <= 0:
+            return cut, len(text_ids) - len(kept), had
+        kept = kept[over:]
+        if not kept:
+            break
+        cut = tokenizer.decode(kept)
+        kept = list(tokenizer(cut).input_ids)
+    raise InputError(
+        f"prompt is {had:,} tokens long; this policy reads {max_ctx} tokens, {max_new_tokens} of them for the "
+        f"completion, and no part of it fits: shorten it"
+    )
+
+
+def fit_prompt(folder: str, text: str, max_new_tokens: int, render=None) -> tuple[str, int, int, int | None]:
+    """``cut_to_fit`` with the tokenizer and context of the policy in ``folder``, read before any model loads
+    (its tokenizer and ``config.json`` alone), and that context; a folder without a readable config is left to the
+    model's load."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"prompt is not valid Unicode text (a lone surrogate at character {exc.start})") from None
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return text, 0, 0, None
+    max_ctx = context_length(config)
+    return (*cut_to_fit(_tokenizer(str(folder)), text, max_new_tokens, max_ctx, render), max_ctx)
+
+
 @functools.lru_cache(maxsize=8)
 def _tokenizer(folder: str):
     from transformers import AutoTokenizer  # heavy: loaded with the first check, as load_policy does

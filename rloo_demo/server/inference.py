@@ -17,7 +17,7 @@ from rloo_demo.eval.evaluation import Scorer, evaluate, heldout_prompts
 from rloo_demo.eval.judges import base_perplexity, collapse_warning, judge_texts
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.policy import load_policy
-from rloo_demo.models.sampling import check_prompt_fits, sample
+from rloo_demo.models.sampling import fit_prompt, sample
 from rloo_demo.server.cache import LRU
 from rloo_demo.server.gates import Caller, SamplingGate, owner_digest
 from rloo_demo.server.limits import Limits
@@ -89,13 +89,13 @@ class Inference:
         """N samples of base and trained for one prompt with the same seed, each scored by every reward function."""
         args = self.limits.sampling_request(num_samples, max_new_tokens, temperature, top_p, seed, prompt)
         self._check_comparable(name)
-        self._check_fits(name, args["prompt"], args["max_new_tokens"])  # before the gate: a refusal costs no rate
+        # before the gate, so a refusal costs no rate: a prompt past the policy's context is cut to fit, and said
+        prompt, cut = self._fit(name, args["prompt"], args["max_new_tokens"])
         with self.sampling(caller.key):
             base, trained, tok, config = self.models_for(name)
             scorer = Scorer(config)
-            prompt = args["prompt"]
             asked = as_run_prompt(config, prompt)  # the user turn of a chat, as the policy saw its prompts
-            out = {"run": name, "prompt": prompt, "seed": args["seed"], "trained_on": scorer.trained.names}
+            out = {"run": name, "prompt": prompt, "seed": args["seed"], "trained_on": scorer.trained.names, **cut}
             out["judges"] = {}
             for label, model in (("base", base), ("trained", trained)):
                 samples = sample(
@@ -122,12 +122,23 @@ class Inference:
             out["collapse_warning"] = collapse_warning(out["judges"]["trained"], out["judges"]["base"])
         return out
 
-    def _check_fits(self, name: str, prompt: str, max_new_tokens: int) -> None:
-        """The prompt as the run's policy would see it, with the new tokens, fits its context: checked from the
-        tokenizer and config alone, before any model loads or the visitor's sampling rate is spent."""
+    def _fit(self, name: str, prompt: str, max_new_tokens: int) -> tuple[str, dict]:
+        """The prompt as the run's policy can read it with the new tokens, and what was cut: Compare, the probe
+        and the API all sample through here. A prompt past the context loses its first tokens (the completion
+        continues its end) and the answer says how many, as ``prompt_cut`` (numbers) and ``prompt_note`` (a
+        sentence); found from the tokenizer and config alone, before any model loads or the visitor's sampling
+        rate is spent."""
         active = self.runner.get_active(name)
         config = active.config if active is not None else self.runner.run(name).config()
-        check_prompt_fits(resolve_model(config.policy), as_run_prompt(config, prompt), max_new_tokens)
+        render = lambda p: as_run_prompt(config, p)  # noqa: E731 - what the policy reads: a chat wraps the text
+        fitted, dropped, had, context = fit_prompt(resolve_model(config.policy), prompt, max_new_tokens, render)
+        if not dropped:
+            return prompt, {}
+        note = (
+            f"the prompt was {had:,} tokens long and this policy reads {context:,} tokens, {max_new_tokens} of them "
+            f"for the completion: its first {dropped:,} tokens were dropped"
+        )
+        return fitted, {"prompt_cut": {"dropped": dropped, "tokens": had, "context": context}, "prompt_note": note}
 
     def probe(self, name, prompt, num_samples, seed, caller: Caller) -> dict:
         """The history of one prompt (the Rollouts tab's probe): K completions from the base policy, from each
@@ -142,7 +153,8 @@ class Inference:
         if active is None and run.unreadable():
             raise NotFound(f"run {name!r} is unreadable: {run.unreadable()}")
         ahead = active.config if active is not None else run.config()
-        self._check_fits(name, args["prompt"], min(ahead.max_new_tokens, self.limits.max_compare_tokens))
+        prompt, cut = self._fit(name, args["prompt"], min(ahead.max_new_tokens, self.limits.max_compare_tokens))
+        args["prompt"] = prompt
         with self.sampling(caller.key):
             config = active.config if active is not None else run.config()
             base, tok = self._load(config.policy)
@@ -175,6 +187,7 @@ class Inference:
             "snapshot_every": config.snapshot_every,
             "kept": snapshots.KEEP_SNAPSHOTS,
             "steps": steps,
+            **cut,
         }
 
     def _latest_policy(self, active, run):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rloo_demo.config import RunConfig
+from rloo_demo import i18n
+from rloo_demo.config import MAX_REWARD_WEIGHT, RunConfig
 from rloo_demo.errors import InputError
 
 BUILTIN_REWARDS = ["vader_compound", "sentiment_classifier", "length_penalty"]
@@ -131,6 +132,71 @@ def form_settings(values) -> dict:
         settings[k] = values.get(k)
     settings["reward_offset"] = values.get("reward_offset", 0.0)  # a form without the offset field: none
     return settings
+
+
+# A weight box is labelled "weight" beside its reward's box: a refusal names both, or three of them would read alike.
+WEIGHT_OF = {"w_custom": "custom_classifier", "w_extra": "extra_reward", "w_module": "reward_module"}
+# RunConfig settings the form fills from a field of another name (the completions a step are prompts x K).
+CONFIG_FIELD = {"generation_batch_size": "prompts_per_step"}
+
+
+def reward_sources(values: dict) -> list[str]:
+    """The form field each entry of ``form_settings(values)["rewards"]`` (and of its weights) came from, in order:
+    a refusal of the rewards or their weights then names the box the user typed into."""
+    chosen = values.get("rewards") if isinstance(values.get("rewards"), list) else []
+    sources = [r for r in BUILTIN_REWARDS if r in chosen]
+    for name in ("custom_classifier", "extra_reward", "reward_module"):
+        value = _text(values.get(name))
+        if isinstance(value, str) and value:
+            sources.append(name)
+    return sources
+
+
+def _bad_weight(weight) -> bool:
+    number = isinstance(weight, int | float) and not isinstance(weight, bool)
+    return not number or weight != weight or abs(weight) > MAX_REWARD_WEIGHT
+
+
+def problem_fields(key: str, message: str, values: dict) -> list[str]:
+    """The form fields a RunConfig problem is about: the field of the same name, the weight boxes that hold a bad
+    weight, or the reward box whose text the message quotes; a setting the form does not show keeps its key."""
+    if key == "reward_weights":
+        settings = form_settings(values)
+        sources = reward_sources(values)
+        bad = [_weight_field(s) for s, w in zip(sources, settings["reward_weights"], strict=False) if _bad_weight(w)]
+        return bad or ["rewards"]
+    if key == "rewards":
+        settings = form_settings(values)
+        quoted = [s for s, r in zip(reward_sources(values), settings["rewards"], strict=False) if r in message]
+        return quoted[:1] if quoted and quoted[0] in FIELD else ["rewards"]
+    key = CONFIG_FIELD.get(key, key)
+    return [key] if key in FIELD else []
+
+
+def _weight_field(source: str) -> str:
+    if source in BUILTIN_REWARDS:
+        return f"w_{source}"
+    return next(w for w, owner in WEIGHT_OF.items() if owner == source)
+
+
+def field_label(name: str, locale: str = "en") -> str:
+    """A form field's label as the page shows it in ``locale``; a weight box with its reward's label."""
+    label = i18n.t(locale, FIELD[name].label)
+    if name in WEIGHT_OF:
+        label += f" ({i18n.t(locale, FIELD[WEIGHT_OF[name]].label)})"
+    return label
+
+
+def labelled_problems(problems: dict[str, str], values: dict, locale: str = "en") -> list[tuple[str, str]]:
+    """``(label, message)`` for each problem of a config built from the form: the label the user sees beside the
+    field, in the page's language, instead of RunConfig's key (``reward_weights``); a key the form has no field
+    for (a limit on a setting it does not show) stays as it is."""
+    out = []
+    for key, message in problems.items():
+        names = problem_fields(key, message, values)
+        label = ", ".join(field_label(n, locale) for n in names) if names else key
+        out.append((label, message))
+    return out
 
 
 def config_from_form(values: dict, output_dir: str = "runs") -> RunConfig:

@@ -1,6 +1,11 @@
 """Train tab: the RunConfig form, the time estimate, Start / Stop, the status line and the live plots.
 
 ``build`` makes the components and wires their events; ``render`` is what a page tick shows of a run.
+
+No number box of the form has a ``minimum`` or ``maximum`` and the events read the values raw (``preprocess=False``):
+gradio's own range check answers a value past it with a bare toast that names no field (an HTTP 500, a traceback in
+the server log), and a slider's box quietly sets a value past its end to the end (K = 1000 became 64). The
+controller checks every value against this server's limits instead, and a refusal names each field by its label.
 """
 
 from __future__ import annotations
@@ -12,14 +17,48 @@ from types import SimpleNamespace
 import gradio as gr
 
 from rloo_demo import i18n
-from rloo_demo.errors import Waiting
+from rloo_demo.errors import ConfigError, Waiting
 from rloo_demo.models.hub import EMBEDDED_POLICY
 from rloo_demo.server.cache import LRU
 from rloo_demo.server.readers import RunView
 from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
-from rloo_demo.ui.forms import BUILTIN_REWARDS, FIELD, FORM_FIELDS, INSTRUCT_MODELS, PROMPT_TEMPLATES, defaults
-from rloo_demo.ui.views import live_collapse_warning, status_line, text
+from rloo_demo.ui.forms import (
+    BUILTIN_REWARDS,
+    FIELD,
+    FORM_FIELDS,
+    INSTRUCT_MODELS,
+    PROMPT_TEMPLATES,
+    defaults,
+    form_settings,
+    labelled_problems,
+)
+from rloo_demo.ui.plots.train import mark_steps
+from rloo_demo.ui.views import status_line, text
+from rloo_demo.ui.views.train import alerts_html, phase_line, run_alerts, summary_markdown
+
+# The callout and the summary; app.py adds this to the page's CSS.
+TRAIN_CSS = """
+.rloo-callouts { display: flex; flex-direction: column; gap: 6px; margin: 4px 0; }
+.rloo-callout { display: flex; gap: 10px; align-items: flex-start; padding: 8px 12px; border-radius: 6px;
+  border: 1px solid #E8A33D; border-left: 6px solid #E8A33D; background: rgba(232, 163, 61, 0.14); }
+.rloo-callout-icon { font-size: 1.3em; line-height: 1.2; color: #C47F17; }
+#run-summary table { width: auto; }
+#run-summary td:nth-child(2) { white-space: nowrap; font-variant-numeric: tabular-nums; }
+"""
+# The "What am I looking at?" note under each plot: its text key, by the plot's attribute on the tab
+PLOT_NOTES = {
+    "reward_plot": "train.note_reward",
+    "kl_plot": "train.note_kl",
+    "grad_plot": "train.note_grad",
+    "entropy_plot": "train.note_entropy",
+    "length_plot": "train.note_length",
+    "zero_std_plot": "train.note_zero",
+    "kl_estimators_plot": "train.note_kl_estimators",
+    "judges_plot": "train.note_judges",
+    "variance_plot": "train.note_variance",
+    "cosine_plot": "train.note_cosine",
+}
 
 ESTIMATE_FIELDS = (
     "num_generations",
@@ -50,6 +89,8 @@ def build(page: Page) -> SimpleNamespace:
                 ui.estimate = gr.Markdown("", elem_id="run-estimate", elem_classes=["rloo-small"])  # written on load
         ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
         ui.run_error = gr.Markdown("", elem_classes=["rloo-error"], elem_id="run-error")
+        ui.alerts = gr.HTML("", elem_id="train-alerts")  # the warnings, as a callout (views.train.alerts_html)
+    ui.summary = gr.Markdown("", elem_id="run-summary")  # an ended run's summary (store.summary)
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
             # the settings that change what a run teaches, in sight
@@ -68,23 +109,14 @@ def build(page: Page) -> SimpleNamespace:
                 with gr.Row():
                     for name in ("w_vader_compound", "w_sentiment_classifier", "w_length_penalty"):
                         setattr(ui, name, gr.Number(d[name], label=label(name), min_width=80))
-                # one slider a line: beside each other their labels would break mid-word
-                ui.num_generations = gr.Slider(
-                    2, limits.max_k, value=d["num_generations"], step=1, label=label("num_generations")
-                )
-                ui.prompts_per_step = gr.Slider(
-                    1,
-                    min(16, limits.max_prompts_per_step),
-                    value=d["prompts_per_step"],
-                    step=1,
-                    label=label("prompts_per_step"),
-                )
+                # number boxes, not sliders: a slider's box sets a value past its end to the end without a word
                 with gr.Row():
-                    ui.max_steps = gr.Number(
-                        d["max_steps"], label=label("max_steps"), precision=0, minimum=1, maximum=limits.max_steps
-                    )
+                    ui.num_generations = gr.Number(d["num_generations"], label=label("num_generations"), precision=0)
+                    ui.prompts_per_step = gr.Number(d["prompts_per_step"], label=label("prompts_per_step"), precision=0)
+                with gr.Row():
+                    ui.max_steps = gr.Number(d["max_steps"], label=label("max_steps"), precision=0)
                     ui.learning_rate = gr.Number(d["learning_rate"], label=label("learning_rate"))
-                    ui.beta = gr.Number(d["beta"], label=label("beta"), minimum=0, info=L("train.beta_info"))
+                    ui.beta = gr.Number(d["beta"], label=label("beta"), info=L("train.beta_info"))
             with gr.Accordion(L("train.fold_sampling"), open=False, elem_id="fold-sampling"):
                 ui.data_source = gr.Textbox(
                     d["data_source"],
@@ -102,14 +134,8 @@ def build(page: Page) -> SimpleNamespace:
                     d["system_prompt"], label=label("system_prompt"), max_length=limits.max_prompt_chars, lines=1
                 )
                 with gr.Row():
-                    ui.max_new_tokens = gr.Number(
-                        d["max_new_tokens"],
-                        label=label("max_new_tokens"),
-                        precision=0,
-                        minimum=1,
-                        maximum=limits.max_new_tokens,
-                    )
-                    ui.temperature = gr.Number(d["temperature"], label=label("temperature"), minimum=0.05)
+                    ui.max_new_tokens = gr.Number(d["max_new_tokens"], label=label("max_new_tokens"), precision=0)
+                    ui.temperature = gr.Number(d["temperature"], label=label("temperature"))
                     ui.seed = gr.Number(d["seed"], label=label("seed"), precision=0)
             with gr.Accordion(L("train.fold_own_rewards"), open=False, elem_id="fold-own-rewards"):
                 with gr.Row(visible=open_models or bool(limits.allowed_models)):
@@ -150,14 +176,7 @@ def build(page: Page) -> SimpleNamespace:
                         d["normalize_advantages"], label=label("normalize_advantages")
                     )
                     ui.use_lora = gr.Checkbox(d["use_lora"], label=label("use_lora"))
-                    ui.lora_r = gr.Number(
-                        d["lora_r"],
-                        label=label("lora_r"),
-                        precision=0,
-                        minimum=1,
-                        maximum=limits.max_lora_r,
-                        min_width=80,
-                    )
+                    ui.lora_r = gr.Number(d["lora_r"], label=label("lora_r"), precision=0, min_width=80)
                 with gr.Row(visible=open_models):
                     ui.bf16 = gr.Checkbox(d["bf16"], label=label("bf16"))
                     ui.use_vllm = gr.Checkbox(d["use_vllm"], label=label("use_vllm"))
@@ -168,7 +187,6 @@ def build(page: Page) -> SimpleNamespace:
                     # the limit is filled into the translations when the app is built (app.launch_options)
                     info=L("train.variance_info_min" if limits.min_variance_every > 1 else "train.variance_info"),
                     precision=0,
-                    minimum=0,
                 )
             ui.defaults = d
         with gr.Column(scale=2, min_width=480):
@@ -181,22 +199,22 @@ def build(page: Page) -> SimpleNamespace:
                 info=L("common.smoothing_info"),
             )
             # no value here: on load, a page with no run gets titled empty axes in its language (app.on_load)
-            ui.reward_plot = gr.Plot(label=L("train.plot_reward"), show_label=False, elem_id="reward-plot")
-            ui.kl_plot = gr.Plot(label=L("train.plot_kl"), show_label=False, elem_id="kl-plot")
-            with gr.Row():
+            _plot(ui, "reward_plot", "train.plot_reward", "reward-plot")
+            _plot(ui, "kl_plot", "train.plot_kl", "kl-plot")
+            with gr.Row(equal_height=False):
                 # the gradient's norm, not the loss: RLOO's surrogate loss is 0 by construction (plots.LOSS_NOTE)
-                ui.grad_plot = gr.Plot(label=L("train.plot_grad"), show_label=False, elem_id="grad-norm-plot")
-                ui.entropy_plot = gr.Plot(label=L("train.plot_entropy"), show_label=False)
-            with gr.Row():
-                ui.length_plot = gr.Plot(label=L("train.plot_length"), show_label=False)
-                ui.zero_std_plot = gr.Plot(label=L("train.plot_zero"), show_label=False, elem_id="zero-signal-plot")
-            with gr.Row():
-                ui.kl_estimators_plot = gr.Plot(label=L("train.plot_kl_estimators"), show_label=False)
-                ui.judges_plot = gr.Plot(label=L("train.plot_judges"), show_label=False, elem_id="judges-plot")
+                _plot(ui, "grad_plot", "train.plot_grad", "grad-norm-plot")
+                _plot(ui, "entropy_plot", "train.plot_entropy", "entropy-plot")
+            with gr.Row(equal_height=False):
+                _plot(ui, "length_plot", "train.plot_length", "length-plot")
+                _plot(ui, "zero_std_plot", "train.plot_zero", "zero-signal-plot")
+            with gr.Row(equal_height=False):
+                _plot(ui, "kl_estimators_plot", "train.plot_kl_estimators", "kl-estimators-plot")
+                _plot(ui, "judges_plot", "train.plot_judges", "judges-plot")
             with gr.Accordion(L("train.meter_accordion"), open=False):
                 gr.Markdown(L("train.meter_help"), elem_classes=["rloo-small"])
-                ui.variance_plot = gr.Plot(label=L("train.plot_variance"), show_label=False, elem_id="variance-plot")
-                ui.cosine_plot = gr.Plot(label=L("train.plot_cosine"), show_label=False, elem_id="cosine-plot")
+                _plot(ui, "variance_plot", "train.plot_variance", "variance-plot")
+                _plot(ui, "cosine_plot", "train.plot_cosine", "cosine-plot")
     ui.drawn = gr.State(-1)  # last step drawn in the plots (-1: nothing yet)
     ui.form = [getattr(ui, name) for name in FORM_FIELDS]
     ui.plots = [
@@ -211,8 +229,19 @@ def build(page: Page) -> SimpleNamespace:
         ui.variance_plot,
         ui.cosine_plot,
     ]
+    # what a page tick updates on this tab (app._wire_tick's outputs)
+    ui.tick_outputs = [ui.status, ui.run_error, *ui.plots, ui.drawn, ui.start, ui.alerts, ui.summary]
+    ui.controller = page.controller
     _wire(ui, page)
     return ui
+
+
+def _plot(ui: SimpleNamespace, attr: str, label: str, elem_id: str) -> None:
+    """A plot and, under it, its "What am I looking at?" note: what it shows, what healthy looks like, what not."""
+    with gr.Column(min_width=300):
+        setattr(ui, attr, gr.Plot(label=L(label), show_label=False, elem_id=elem_id))
+        with gr.Accordion(L("common.what"), open=False, elem_classes=["rloo-plot-note"]):
+            gr.Markdown(L(PLOT_NOTES[attr]), elem_classes=["rloo-small"], elem_id=f"{elem_id}-note")
 
 
 def idle_status(locale: str = "en") -> str:
@@ -235,7 +264,13 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
         plots.variance_figure(records),
         plots.cosine_figure(records),
     ]
-    return [as_plot(i18n.localize_figure(f, locale)) for f in figs]
+    figs = [i18n.localize_figure(f, locale) for f in figs]
+    # where a warning fired, on the reward and KL plots (the curves a learner watches)
+    marks = [(a["step"], i18n.t(locale, f"alert.{a['kind']}_title")) for a in run_alerts(records, locale)]
+    if marks:
+        mark_steps(figs[0], marks)
+        mark_steps(figs[1], marks)
+    return [as_plot(f) for f in figs]
 
 
 # The plots of a run are built once per new step, not once per page: ten pages watching a 300-step run rebuilt
@@ -272,20 +307,54 @@ def failure_markdown(error: str, locale: str = "en") -> str:
     return f"{head} {text(error)}"
 
 
-def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: str = "en") -> dict:
-    """A tick's update of the Train tab: the status line always, the plots only when a new step arrived."""
-    status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason, locale)
-    warning = live_collapse_warning(view.records, locale)
-    if warning:  # the reward may keep rising while the text collapses: say so beside the numbers
-        status += f"<br>**{text(warning)}**"
+_TEXTS = LRU(256)  # (run, records, last record, status, language) -> (alerts html, summary markdown)
+
+
+def _alerts_and_summary(ui: SimpleNamespace, view: RunView, locale: str) -> tuple[str, str]:
+    """The callout and the end-of-run summary of a run, built once per new step or status (like the figures)."""
+    last = view.records[-1] if view.records else {}
+    key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), view.status, locale)
+    with _FIGURES_LOCK:
+        built = _TEXTS.get_fresh(key)
+    if built is None:
+        ended = ui.controller.run_summary(view.name, locale)  # None while it trains; saved as summary.json
+        alerts = ended[1] if ended else run_alerts(view.records, locale)
+        built = (alerts_html(alerts, locale), summary_markdown(ended[0], alerts, locale) if ended else "")
+        with _FIGURES_LOCK:
+            _TEXTS.put(key, built)
+    return built
+
+
+def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: str = "en", caller=None) -> dict:
+    """A tick's update of the Train tab: the status line, the warnings' callout and an ended run's summary always,
+    the plots only when a new step arrived; with the ``caller``, Start disabled while a run of theirs trains."""
+    phase = ui.controller.run_phase(view.name) if view.status == "running" and not view.records else None
+    if phase is not None:  # the first seconds: what the run is doing, not "step 0 / 150 · ETA –"
+        status = phase_line(phase, view.elapsed, view.max_steps, locale)
+    else:
+        status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason, locale)
+    alerts, summary = _alerts_and_summary(ui, view, locale)
     out = {
         ui.status: status,
         ui.run_error: failure_markdown(view.error, locale) if view.status == "failed" and view.error else "",
+        ui.alerts: alerts,
+        ui.summary: summary,
     }
+    if caller is not None:
+        out[ui.start] = gr.Button(interactive=not ui.controller.trains_for(caller))
     if view.last_step != last_drawn:
         out.update(zip(ui.plots, shared_figures(view, smoothing, locale), strict=True))
         out[ui.drawn] = view.last_step
     return out
+
+
+def refusal_text(controller, exc: BaseException, values, locale: str = "en") -> str:
+    """Why the form's settings were refused, one line per field, each named by its label in the page's language
+    (``forms.labelled_problems``) rather than by RunConfig's key; anything else as the controller words it."""
+    if isinstance(exc, ConfigError) and isinstance(values, dict):
+        rows = labelled_problems(exc.problems, values, locale)
+        return controller.redact("\n".join(f"- **{text(label)}**: {text(message)}" for label, message in rows))
+    return controller.error_text(exc)
 
 
 def _wire(ui: SimpleNamespace, page: Page) -> None:
@@ -297,23 +366,27 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
 
     def start(cid, *values, request: gr.Request = None):
         *values, locale = values
+        locale = i18n.normalize(locale)
         caller = caller_of(request, cid)
+        form = dict(zip(FORM_FIELDS, values, strict=False))
         try:
-            name = controller.start_from_form(dict(zip(FORM_FIELDS, values, strict=False)), caller)
+            name = controller.start_from_form(form, caller)
         except Waiting as exc:  # not a refusal: a place in the line, shown where the run's status will be
             return {ui.form_error: "", ui.status: text(controller.line_text(exc.place, locale))}
-        except Exception as exc:  # as guarded does, with the page's language for the frame
-            return not_started(controller.error_text(exc), locale)
-        return {page.watched: name, ui.drawn: -1, ui.form_error: ""}
+        except Exception as exc:  # as guarded does, with the page's language for the frame and the labels
+            return not_started(refusal_text(controller, exc, form, locale), locale)
+        # Start stays disabled while the run trains: the tick enables it again when it ends (render)
+        return {page.watched: name, ui.drawn: -1, ui.form_error: "", ui.start: gr.Button(interactive=False)}
 
     ui.start.click(
         start,
         [page.client_id, *ui.form, page.locale],
-        [page.watched, ui.drawn, ui.form_error, ui.status],
+        [page.watched, ui.drawn, ui.form_error, ui.status, ui.start],
         api_name="train_start",
         api_visibility="private",
         concurrency_id="start",
         concurrency_limit=1,
+        preprocess=False,  # raw values: the controller checks them and names each field (module docstring)
     )
 
     @guarded(controller, lambda msg, locale: {ui.form_error: error_markdown(msg, locale)})
@@ -332,7 +405,13 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
     @guarded(controller, lambda msg: {ui.estimate: msg})
     def estimate(*values):
         *values, locale = values
-        return {ui.estimate: controller.estimate(dict(zip(FORM_FIELDS, values, strict=False)), locale)}
+        locale = i18n.normalize(locale)
+        form = dict(zip(FORM_FIELDS, values, strict=False))
+        try:  # a refusal names the fields by their labels, as Start's does
+            controller.parse_settings(form_settings(form))
+        except Exception as exc:
+            return {ui.estimate: refusal_text(controller, exc, form, locale)}
+        return {ui.estimate: controller.estimate(form, locale)}
 
     gr.on(
         [getattr(ui, name).change for name in ESTIMATE_FIELDS],
@@ -343,6 +422,7 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
         api_visibility="private",
         queue=False,
         show_progress="hidden",
+        preprocess=False,  # raw values, as Start's
     )
 
     @guarded(controller, lambda msg, locale: {ui.form_error: error_markdown(msg, locale)})
@@ -357,4 +437,5 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
         ui.plots + [ui.form_error],
         api_name="train_redraw",
         api_visibility="private",
+        preprocess=False,  # any smoothing a client sends is read by shared_figures, never a range error of gradio's
     )

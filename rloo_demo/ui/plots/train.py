@@ -232,3 +232,38 @@ def _meter_line(fig: Figure, pairs: list, name: str, color: str) -> None:
         }
     )
     fig["layout"]["xaxis"]["dtick"] = step_dtick(max(a for a, _ in pairs))
+
+
+ALERT_COLOR = "#E8A33D"  # the callout's amber: the marker and the box above the plots read as one warning
+
+
+def mark_steps(fig: Figure, marks: Sequence[tuple[int, str]]) -> Figure:
+    """A dashed vertical line at each ``(step, label)`` with its label at the top: where a warning fired, on the
+    plot whose curve it is about. The label is drawn as given (already in the page's language)."""
+    for step, label in marks:
+        fig["layout"].setdefault("shapes", []).append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": step,
+                "x1": step,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": ALERT_COLOR, "width": 2, "dash": "dash"},
+            }
+        )
+        _annotate(
+            fig,
+            text=f"⚠ {label}",
+            x=step,
+            y=1,
+            xref="x",
+            yref="paper",
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            font={"size": 11, "color": ALERT_COLOR},
+            name="alert",
+        )
+    return fig

@@ -17,9 +17,19 @@ from rloo_demo.ui.views.common import _duration, text
 LOAD_SECONDS = 3.0  # loading the models and prompts before the first step
 
 
-def estimate_text(config: RunConfig, step_seconds: float, budget: float | None, locale: str = "en") -> str:
-    """'About 1:41: 150 steps × 0.65 s' before Start, and where this server's compute budget would stop it."""
-    total = LOAD_SECONDS + config.max_steps * step_seconds
+def estimate_text(
+    config: RunConfig,
+    step_seconds: float,
+    budget: float | None,
+    locale: str = "en",
+    speed=None,
+) -> str:
+    """'About 1:41: 150 steps × 0.65 s' before Start, and where this server's compute budget would stop it. With
+    ``speed`` (``server.estimate.Speed``) the loading and the first step are this server's measured ones, and the
+    line says where the figures come from: a run timed here, or a benchmark not yet measured here."""
+    load = speed.load if speed is not None else LOAD_SECONDS
+    first = speed.first if speed is not None else step_seconds
+    total = load + first + max(0, config.max_steps - 1) * step_seconds
     line = t(
         locale,
         "estimate.line",
@@ -29,9 +39,14 @@ def estimate_text(config: RunConfig, step_seconds: float, budget: float | None, 
         completions=config.completions_per_step,
         tokens=config.max_new_tokens,
     )
+    if speed is not None:
+        key = "estimate.measured" if speed.source else "estimate.unmeasured"
+        line += t(locale, key, run=text(speed.source or ""), load=_duration(load))
+        if speed.scaled:
+            line += t(locale, "estimate.scaled")
     if budget is not None:
         if total > budget:
-            steps = max(0, int((budget - LOAD_SECONDS) / step_seconds))
+            steps = max(0, int((budget - load) / step_seconds))
             line += t(locale, "estimate.over_budget", budget=_duration(budget), steps=steps)
         else:
             line += t(locale, "estimate.budget", budget=_duration(budget))
@@ -134,3 +149,112 @@ def meter_estimate_text(config: RunConfig, step_seconds: float, locale: str = "e
     return "<br>" + t(
         locale, "estimate.meter", n=n, extra=_duration(extra), share=f"{share:.0%}", cost=f"{METER_COST_STEPS:g}"
     )
+
+
+# ----------------------------------------------------------------------------- alerts, phases, the summary
+
+NO_SIGNAL_SHARE = 0.5  # the no-signal alert: at least this share of groups, over the latest steps, had equal scores
+
+
+def _windows(records: list[dict], key: str):
+    """``(step, mean of the LIVE_JUDGE_STEPS records up to it that logged key)`` for each record that logged it."""
+    logged = [r for r in records if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
+    for i, record in enumerate(logged):
+        window = logged[max(0, i + 1 - LIVE_JUDGE_STEPS) : i + 1]
+        yield record.get("step", i + 1), sum(r[key] for r in window) / len(window)
+
+
+def run_alerts(records: list[dict], locale: str = "en") -> list[dict]:
+    """The warnings a run has earned, each ``{"kind", "step", "text"}``: ``step`` is where it first fired (the
+    marker on the plots), ``text`` what it says now. Collapse: the judges' thresholds (``eval.judges``) on the
+    latest steps' average, as the live warning reads them; no signal: most groups scored all alike, so their
+    leave-one-out advantages were all zero and they taught nothing."""
+    from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX
+
+    alerts = []
+    fired = [s for s, v in _windows(records, "judges/distinct_2") if v < DISTINCT_2_MIN]
+    fired += [s for s, v in _windows(records, "judges/repetition") if v > REPETITION_MAX]
+    if fired:
+        now = live_collapse_warning(records, locale)
+        first = min(fired)
+        alerts.append(
+            {
+                "kind": "collapse",
+                "step": first,
+                "text": now or t(locale, "alert.collapse_earlier", step=first),
+            }
+        )
+    key = "frac_raw_score_zero_std" if any("frac_raw_score_zero_std" in r for r in records) else "frac_reward_zero_std"
+    quiet = [(s, v) for s, v in _windows(records, key) if v >= NO_SIGNAL_SHARE]
+    if quiet:
+        share = list(_windows(records, key))[-1][1]
+        alerts.append(
+            {"kind": "no_signal", "step": quiet[0][0], "text": t(locale, "alert.no_signal", share=f"{share:.0%}")}
+        )
+    return alerts
+
+
+def _alert_title(alert: dict, locale: str) -> str:
+    return t(locale, "alert.{}_title".format(alert["kind"]))
+
+
+def alerts_html(alerts: list[dict], locale: str = "en") -> str:
+    """The callout above the plots: one coloured box per warning, with an icon and the step it fired at."""
+    if not alerts:
+        return ""
+    items = "".join(
+        f'<div class="rloo-callout" role="alert" data-kind="{text(a["kind"])}">'
+        f'<span class="rloo-callout-icon" aria-hidden="true">⚠</span>'
+        f"<div><strong>{text(_alert_title(a, locale))}</strong> · "
+        f"{text(t(locale, 'alert.at_step', step=a['step']))}<br>{text(a['text'])}</div></div>"
+        for a in alerts
+    )
+    return f'<div class="rloo-callouts">{items}</div>'
+
+
+PHASES = ("loading", "preparing", "first_step")  # the first seconds of a run, before its first step is logged
+
+
+def phase_line(phase: str, elapsed: float | None, max_steps: int, locale: str = "en") -> str:
+    """The status line before the first step: what the run is doing, not 'step 0 / 150 · ETA –'."""
+    word = t(locale, f"phase.{phase}") if phase in PHASES else text(phase)
+    return " · ".join(
+        [
+            f"**{word}**",
+            t(locale, "status.step", step=0, max_steps=max_steps),
+            t(locale, "status.elapsed", elapsed=_duration(elapsed)),
+        ]
+    )
+
+
+def _pair(figure: dict | None, spec: str) -> str | None:
+    if not isinstance(figure, dict) or figure.get("first") is None or figure.get("last") is None:
+        return None
+    return f"{figure['first']:{spec}} → {figure['last']:{spec}}"
+
+
+def summary_markdown(summary: dict | None, alerts: list[dict], locale: str = "en") -> str:
+    """The end-of-run summary on the Train tab: reward, length, KL and the judges, first steps → last steps, and
+    what the warnings said."""
+    if not summary or not summary.get("steps"):
+        return ""
+    rows = []
+    for key, spec in (
+        ("reward", "+.3f"),
+        ("length", ".1f"),
+        ("kl", ".3f"),
+        ("distinct_2", ".2f"),
+        ("repetition", ".2f"),
+    ):
+        pair = _pair(summary.get(key), spec)
+        if pair:
+            rows.append(f"| {text(t(locale, f'summary.{key}'))} | {pair} |")
+    head = t(locale, "summary.title", steps=summary["steps"], window=summary.get("window", 5))
+    table = f"| | {text(t(locale, 'summary.first_last'))} |\n|---|---|\n" + "\n".join(rows) if rows else ""
+    if alerts:
+        verdict = " ".join(
+            f"⚠ {text(_alert_title(a, locale))} ({text(t(locale, 'alert.at_step', step=a['step']))})." for a in alerts
+        )
+    else:
+        verdict = t(locale, "summary.no_alerts")
+    return f"{head}\n\n{table}\n\n{verdict}"
