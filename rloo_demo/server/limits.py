@@ -113,7 +113,8 @@ class Limits:
 
         def cap(name: str, value, limit, what: str) -> None:
             if name not in skip and limit is not None and value is not None and value > limit:
-                p[name] = f"this server allows at most {limit} {what}"
+                # the value is named beside the limit: a too-large K is refused, never quietly made the largest
+                p[name] = f"this server allows at most {limit} {what}, not {value}"
 
         cap("max_steps", config.max_steps, self.max_steps, "steps")
         cap("num_generations", config.num_generations, self.max_k, "completions per prompt (K)")
