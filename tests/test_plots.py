@@ -275,15 +275,16 @@ def test_group_figure_colours_follow_advantage_sign():
 
 
 def test_bar_colours_agree_with_the_rollouts_table_rows():
-    """The chart and the table beside it colour a completion alike, also at the threshold of 'no push'."""
+    """The chart and the table beside it colour a completion alike, also at the threshold of 'no push': an
+    advantage the table prints as ±0.000 is grey in both."""
     from rloo_demo.ui.views import groups_html
 
     group = make_group()
-    advantages = [1e-6, -1e-6, 2e-6, 5e-7]
+    advantages = [1e-6, -1e-6, 6e-4, 4e-4]
     for c, a in zip(group["completions"], advantages, strict=True):
         c["advantage"] = a
     bars = next(t for t in group_figure(group)["data"] if t["type"] == "bar")["marker"]["color"]
-    rows = re.findall(r"<tr class='(rloo-\w+)'>", groups_html([group]))
+    rows = re.findall(r"<tr class='(rloo-\w+)'", groups_html([group]))
     by_class = {"rloo-pos": POSITIVE, "rloo-neg": NEGATIVE, "rloo-zero": NEUTRAL}
     assert rows == ["rloo-zero", "rloo-zero", "rloo-pos", "rloo-zero"]
     assert bars == [by_class[r] for r in rows]

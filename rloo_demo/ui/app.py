@@ -144,7 +144,7 @@ def build_app(controller: Controller) -> gr.Blocks:
             with gr.Tab(L("tab.compare"), id="compare") as compare_el:
                 compare_tab.build(page, compare_el)
             with gr.Tab(L("tab.runs"), id="runs") as runs_el:
-                runs_tab.build(page, runs_el)
+                rollouts_tab.wire_open_run(page, ro, runs_tab.build(page, runs_el).table)  # a row opens its run
         for el, tab_id in ((train_el, "train"), (rollouts_el, "rollouts"), (compare_el, "compare"), (runs_el, "runs")):
             el.select(
                 lambda t=tab_id: t, None, page.tab, api_name=f"show_{tab_id}", api_visibility="private", queue=False

@@ -1,7 +1,15 @@
 """Rollouts tab: every prompt group of a step, why each completion was pushed up or down, what the update did to
 each of its tokens, where the KL lives, and how one prompt's completions drift across the run's snapshots.
 
-``build`` makes the components and wires their events; ``render_latest`` is what a page tick shows.
+``build`` makes the components and wires their events; ``render_latest`` (``rollouts_view``, which draws a view)
+is what a page tick shows; ``wire_open_run`` lets the Runs tab's rows open a run here.
+
+What the tab shows is one *view*: a run (the picker), a step, a group and, once a completion is clicked, that
+completion. While "Follow the latest step" is ticked, a tick moves the view to the watched run's newest step. Any
+choice the user makes (a completion, a step, a group, another run) unticks it, so the view stays where the user put
+it until they tick it again; the row outlined in the tables, the arithmetic and the token view always name the
+selected completion, also when a tick sent just before the click lands after it (``pin_view`` draws the selection's
+step again).
 """
 
 from __future__ import annotations
@@ -13,42 +21,69 @@ import gradio as gr
 from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.i18n import localize_figure, t
 from rloo_demo.server.limits import as_float
-from rloo_demo.ui import plots, toy_panel
-from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
-from rloo_demo.ui.views import (
-    MEASURES,
-    arithmetic_markdown,
-    group_label,
-    group_rows,
-    groups_html,
-    kl_heatmap_note,
-    probe_html,
-    probe_note,
-    token_note_markdown,
-    token_spans_html,
-    whatif_markdown,
+from rloo_demo.ui import plots, probe_panel, toy_panel
+from rloo_demo.ui.common import L, Page, as_plot, error_markdown, guarded
+from rloo_demo.ui.probe_panel import shown_run as _shown_run
+from rloo_demo.ui.rollouts_view import (
+    SIDE_TEXT_CHARS,
+    completion_of,
+    group_of,
+    latest_view,
+    no_token_selection,
+    render_latest,
+    run_choices,
+    selected_view,
+    step_view,
+    token_view,
+    unselected,
 )
+from rloo_demo.ui.views import MEASURES, arithmetic_markdown, group_label, group_rows, groups_html, whatif_markdown
 
-SIDE_TEXT_CHARS = 40  # completion text in the narrow per-group table; the full text is in the tables beside it
-
-
-def no_token_selection(locale: str = "en") -> str:
-    return f"<p class='rloo-empty'>{t(locale, 'rollouts.no_token_selection')}</p>"
+# Choosing a completion, step or group unticks "Follow" in the browser at once, before the server answers: a tick
+# sent after the click then leaves the view alone (one already on its way is undone by ``pin_view``).
+UNFOLLOW_JS = "() => false"
+# Opening a run from the Runs tab shows the Rollouts tab the way a click on its label does, so its select events run
+SHOW_ROLLOUTS_JS = """() => { const b = [...document.querySelectorAll('button[role=tab][data-tab-id="rollouts"]')];
+  if (b.length) b[0].click(); }"""
 
 
 def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
-    limits = page.controller.limits
     ui = SimpleNamespace()
+    # the primer first: what reward, baseline and advantage mean, before the tables that show them
+    with gr.Column(elem_id="rollouts-primer"):
+        gr.Markdown(L("rollouts.primer_summary"), elem_id="rollouts-primer-summary")
+        with gr.Accordion(L("rollouts.primer_more"), open=False, elem_id="rollouts-primer-more"):
+            gr.Markdown(L("rollouts.explanation"))
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             with gr.Row():
-                ui.step = gr.Slider(1, 2, value=1, step=1, label=L("rollouts.step"), elem_id="rollout-step", scale=3)
-                ui.follow = gr.Checkbox(True, label=L("rollouts.follow"), scale=1)
+                # any value is let through to the server, which reads only a run it lists (a run may appear
+                # between two refreshes of the choices)
+                ui.run = gr.Dropdown(
+                    [],
+                    label=L("rollouts.run"),
+                    info=L("rollouts.run_info"),
+                    allow_custom_value=True,
+                    elem_id="rollout-run",
+                    scale=2,
+                    min_width=220,
+                )
+                ui.step = gr.Slider(
+                    1, 2, value=1, step=1, label=L("rollouts.step"), elem_id="rollout-step", scale=2, min_width=200
+                )
+                ui.follow = gr.Checkbox(
+                    True,
+                    label=L("rollouts.follow"),
+                    info=L("rollouts.follow_info"),
+                    elem_id="rollout-follow",
+                    scale=1,
+                    min_width=180,
+                )
             ui.groups = gr.HTML(L("rollouts.none"), elem_id="rollout-groups")
         with gr.Column(scale=2, min_width=360):
             # a live run replaces the choices at each step, so a click sent just before may name the step and group
             # it was made on, which are no longer the choices: gradio would refuse it, and the click would do nothing.
-            # Every event here looks the label up itself (_pick), so a stale or made-up one is safe to let through.
+            # Every event here looks the label up itself (group_of), so a stale or made-up one is safe to let through.
             ui.group = gr.Dropdown(
                 [], label=L("rollouts.group"), info=L("rollouts.group_info"), allow_custom_value=True
             )
@@ -65,8 +100,6 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
                 0, label=L("rollouts.whatif_offset"), info=L("rollouts.whatif_offset_info"), elem_id="whatif-offset"
             )
             ui.whatif = gr.Markdown("", elem_id="whatif")
-            with gr.Accordion(L("common.what"), open=False):
-                gr.Markdown(L("rollouts.explanation"))
     ui.toy = toy_panel.build(page)  # the estimator lab's exact toy: needs no run
     with gr.Column(elem_id="tokens-section"):
         gr.Markdown(L("rollouts.tokens_title"))
@@ -85,115 +118,65 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
                 ui.heatmap = gr.Plot(label=L("rollouts.heatmap"), show_label=False, elem_id="kl-heatmap")
                 with gr.Accordion(L("common.what"), open=True):
                     ui.heatmap_note = gr.Markdown("", elem_id="kl-heatmap-note")
-    with gr.Column(elem_id="probe-section"):
-        gr.Markdown(L("rollouts.probe_intro"))
-        with gr.Row():
-            ui.probe_prompt = gr.Dropdown(
-                [],
-                label=L("rollouts.probe_prompt"),
-                allow_custom_value=True,
-                scale=3,
-                elem_id="probe-prompt",
-            )
-            ui.probe_k = gr.Slider(
-                1, min(8, limits.max_compare_samples), value=min(4, limits.max_compare_samples), step=1, label="K"
-            )
-            ui.probe_seed = gr.Number(0, label=L("common.seed"), precision=0, minimum=0)
-            ui.probe = gr.Button(L("rollouts.probe"), elem_id="probe-btn", scale=0, min_width=100)
-        ui.probe_view = gr.HTML("", elem_id="probe-view")
-        with gr.Accordion(L("common.what"), open=True):
-            ui.probe_note = gr.Markdown("", elem_id="probe-note")
-    ui.shown = gr.State(-1)  # the step whose rollouts are shown (-1: none yet)
-    ui.selected = gr.State(None)  # the completion in the token view: {"step", "label", "index"}
+    ui.shown = gr.State(-1)  # the step whose rollouts are shown (-1: none yet, or to be drawn again)
+    ui.shown_run = gr.State(None)  # the run whose rollouts are shown (None: the page's watched run)
+    ui.selected = gr.State(None)  # the selected completion: {"name", "step", "label", "index"}
+    ui.history = probe_panel.build(page, tab, ui.shown_run)  # the history of a prompt across the run's snapshots
+    # what drawing a step writes (a page tick included: app.py's tick lists these as its outputs)
     ui.outputs = [
-        *(ui.step, ui.groups, ui.group, ui.group_plot, ui.table, ui.arithmetic, ui.whatif),
-        *(ui.heatmap, ui.heatmap_note),
+        *(ui.run, ui.step, ui.groups, ui.group, ui.group_plot, ui.table, ui.arithmetic, ui.whatif),
+        *(ui.heatmap, ui.heatmap_note, ui.shown_run),
     ]
+    # a step drawn afresh with its selection, and whether the page follows the live run
+    ui.view_outputs = [*ui.outputs, ui.shown, ui.selected, ui.tokens, ui.token_note, ui.follow]
     _wire(ui, page, tab)
     return ui
 
 
-def _pick(groups: list[dict], label, locale: str = "en") -> tuple[dict | None, list[str], str | None]:
-    labels = [group_label(g, locale) for g in groups]
-    if not labels:
-        return None, labels, None
-    chosen = label if label in labels else labels[0]
-    return groups[labels.index(chosen)], labels, chosen
+def wire_open_run(page: Page, ui: SimpleNamespace, runs_table: gr.Dataframe) -> None:
+    """A click on a row of the Runs tab's table opens that run here, at its newest step, and shows this tab. The
+    run is the row's first cell (its name); it is read only if the server lists it."""
+    controller = page.controller
 
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def open_run(watched, follow, locale="en", evt: gr.SelectData = None):
+        row = getattr(evt, "row_value", None) if evt is not None else None
+        name = row[0] if isinstance(row, list | tuple) and row else None
+        if name not in [n for _, n in run_choices(controller)]:
+            return {ui.arithmetic: t(locale, "common.select_row")}
+        # the watched run keeps the page's choice; any other is read as it is, not followed
+        return latest_view(ui, controller, name, locale=locale) | {ui.follow: bool(follow) and name == watched}
 
-def step_view(ui: SimpleNamespace, controller, name, step, label, steps=None, locale: str = "en") -> dict:
-    """Everything the tab shows for one step of a run."""
-    steps = steps if steps is not None else controller.rollout_steps(name)
-    groups = controller.rollouts(name, step)
-    g, labels, chosen = _pick(groups, label, locale)
-    out = {
-        ui.step: gr.Slider(minimum=steps[0] if steps else 1, maximum=max(steps[-1] if steps else 1, 2), value=step),
-        ui.groups: groups_html(groups, locale),
-        ui.group: gr.Dropdown(choices=labels, value=chosen),
-        ui.shown: step,
-        ui.heatmap: as_plot(localize_figure(plots.kl_heatmap(groups), locale)),
-        ui.heatmap_note: kl_heatmap_note(groups, locale),
-    }
-    if g is None:
-        out.update({ui.group_plot: None, ui.table: None, ui.whatif: ""})
-    else:
-        headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS, locale=locale)
-        out.update(
-            {
-                ui.group_plot: as_plot(localize_figure(plots.group_figure(g), locale)),
-                ui.table: gr.Dataframe(value=rows, headers=headers),
-                ui.whatif: whatif_markdown(groups, labels.index(chosen), locale),
-            }
-        )
-    return out
-
-
-def render_latest(ui: SimpleNamespace, controller, name, label, follow, shown, locale: str = "en") -> dict:
-    """A tick's update: the newest step, when the page follows it and it is not yet shown."""
-    steps = controller.rollout_steps(name)
-    if not steps or not follow or steps[-1] == shown:
-        return {}
-    return step_view(ui, controller, name, steps[-1], label, steps, locale)
-
-
-def _completion(controller, name, step, label, index, locale="en") -> tuple[dict | None, int | None]:
-    """The group and index of a selected completion, or (None, None) for anything that does not name one."""
-    g, _, _ = _pick(controller.rollouts(name, step), label, locale)
-    if g is None or isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(g["completions"]):
-        return None, None
-    return g, index
-
-
-def token_view(controller, selected, measure, locale: str = "en") -> tuple[str, str]:
-    """The token spans and their note for a selection (a dict the page keeps in its state)."""
-    if not isinstance(selected, dict):
-        return no_token_selection(locale), ""
-    g, index = _completion(
-        controller, selected.get("name"), selected.get("step"), selected.get("label"), selected.get("index"), locale
-    )
-    if g is None:
-        return no_token_selection(locale), ""
-    return token_spans_html(g, index, measure, locale), token_note_markdown(g, index, measure, locale)
+    runs_table.select(
+        open_run,
+        [page.watched, ui.follow, page.locale],
+        ui.view_outputs,
+        api_name="rollouts_open_run",
+        api_visibility="private",
+    ).then(None, None, None, js=SHOW_ROLLOUTS_JS)
 
 
 def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     controller = page.controller
+    _wire_view(ui, page, tab)
 
     @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
-    def pick_step(name, step, label, locale="en"):
-        return step_view(ui, controller, name, step, label, locale=locale)
+    def pick_step(name, step, label, locale="en", watched=None):
+        """Another step of the run shown: drawn, nothing selected, not following (the user chose where to look)."""
+        view = step_view(ui, controller, _shown_run(name, watched), step, label, locale=locale)
+        return view | unselected(ui, locale) | {ui.follow: False}
 
     ui.step.release(
         pick_step,
-        [page.watched, ui.step, ui.group, page.locale],
-        [*ui.outputs, ui.shown],
+        [ui.shown_run, ui.step, ui.group, page.locale, page.watched],
+        ui.view_outputs,
         api_visibility="private",
     )
 
     @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
-    def pick_group(name, step, label, locale="en"):
-        groups = controller.rollouts(name, step)
-        g, labels, chosen = _pick(groups, label, locale)
+    def pick_group(name, step, label, locale="en", watched=None):
+        groups = controller.rollouts(_shown_run(name, watched), step)
+        g, labels, chosen = group_of(groups, label, locale)
         if g is None:
             return {ui.arithmetic: t(locale, "common.select_row")}
         headers, rows = group_rows(g, text_chars=SIDE_TEXT_CHARS, locale=locale)
@@ -206,25 +189,39 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
 
     ui.group.input(
         pick_group,
-        [page.watched, ui.step, ui.group, page.locale],
+        [ui.shown_run, ui.step, ui.group, page.locale, page.watched],
         [ui.group_plot, ui.table, ui.arithmetic, ui.whatif],
         api_visibility="private",
     )
 
+    def drop_selection(locale="en"):
+        """Another group: the selection (of the group left) is dropped, from the token view too."""
+        return unselected(ui, locale)
+
+    ui.group.input(
+        drop_selection,
+        [page.locale],
+        [ui.selected, ui.arithmetic, ui.tokens, ui.token_note],
+        api_visibility="private",
+        queue=False,
+    )
+    for trigger in (ui.group.input, ui.table.select):
+        trigger(None, None, [ui.follow], js=UNFOLLOW_JS, queue=False)
+
     def whatif_text(name, step, label, offset, locale) -> str:
         offset = as_float("offset", offset, -MAX_REWARD_OFFSET, MAX_REWARD_OFFSET)
         groups = controller.rollouts(name, step)
-        g, labels, chosen = _pick(groups, label, locale)
+        g, labels, chosen = group_of(groups, label, locale)
         return whatif_markdown(groups, labels.index(chosen), locale, offset) if g is not None else ""
 
     @guarded(controller, lambda msg, locale: {ui.whatif: error_markdown(msg, locale)})
-    def offset_changed(name, step, label, offset, locale="en"):
+    def offset_changed(name, step, label, offset, locale="en", watched=None):
         """The what-if table with every reward shifted by the offset box's C; a bad C is refused in the table."""
-        return {ui.whatif: whatif_text(name, step, label, offset, locale)}
+        return {ui.whatif: whatif_text(_shown_run(name, watched), step, label, offset, locale)}
 
     ui.whatif_offset.change(
         offset_changed,
-        [page.watched, ui.shown, ui.group, ui.whatif_offset, page.locale],
+        [ui.shown_run, ui.shown, ui.group, ui.whatif_offset, page.locale, page.watched],
         [ui.whatif],
         api_name="rollouts_whatif",
         api_visibility="private",
@@ -232,25 +229,26 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     )
 
     @guarded(controller, lambda msg, locale: {ui.whatif: gr.skip()})
-    def keep_offset(name, step, label, offset, shown_text, locale="en"):
+    def keep_offset(name, step, label, offset, shown_text, locale="en", watched=None):
         """The table's other writers (a new step on a tick, another step or group) draw it with C = 0: draw it
         again with the box's C. Writes only what differs from what is shown, and nothing for a bad C (the box's
         own event said so), so this chain ends after one round."""
-        text = whatif_text(name, step, label, offset, locale)
+        text = whatif_text(_shown_run(name, watched), step, label, offset, locale)
         return {ui.whatif: gr.skip() if text == shown_text else text}
 
     ui.whatif.change(
         keep_offset,
-        [page.watched, ui.shown, ui.group, ui.whatif_offset, ui.whatif, page.locale],
+        [ui.shown_run, ui.shown, ui.group, ui.whatif_offset, ui.whatif, page.locale, page.watched],
         [ui.whatif],
         api_visibility="private",
         trigger_mode="always_last",
     )
 
     @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
-    def pick_completion(name, step, label, measure, locale="en", evt: gr.SelectData = None):
+    def pick_completion(name, step, label, measure, locale="en", watched=None, evt: gr.SelectData = None):
         index = evt.index[0] if evt is not None and isinstance(evt.index, list | tuple) and evt.index else None
-        g, index = _completion(controller, name, step, label, index, locale)
+        name = _shown_run(name, watched)
+        g, index = completion_of(controller, name, step, label, index, locale)
         if g is None:
             return {
                 ui.arithmetic: t(locale, "common.select_row"),
@@ -268,7 +266,7 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
 
     ui.table.select(
         pick_completion,
-        [page.watched, ui.step, ui.group, ui.measure, page.locale],
+        [ui.shown_run, ui.step, ui.group, ui.measure, page.locale, page.watched],
         [ui.arithmetic, ui.selected, ui.tokens, ui.token_note],
         api_name="rollouts_completion",
         api_visibility="private",
@@ -287,31 +285,80 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg, locale: {ui.probe_note: error_markdown(msg, locale)})
-    def refresh_prompts(name, current, locale="en"):
-        choices = controller.heldout_choices(name)
-        value = current if isinstance(current, str) and current else (choices[0] if choices else None)
-        return {ui.probe_prompt: gr.Dropdown(choices=choices, value=value)}
+
+def _wire_view(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
+    """The run picker, "Follow", and the pin that keeps the selection's step on screen."""
+    controller = page.controller
+
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def refresh_runs(current, shown_run, watched, locale="en"):
+        """The picker's choices as the tab shows (a run may have started or ended since)."""
+        value = _shown_run(shown_run, watched)
+        return {ui.run: gr.Dropdown(choices=run_choices(controller, value), value=value)}
 
     tab.select(
-        refresh_prompts,
-        [page.watched, ui.probe_prompt, page.locale],
-        [ui.probe_prompt, ui.probe_note],
-        api_name="rollouts_prompts",
+        refresh_runs,
+        [ui.run, ui.shown_run, page.watched, page.locale],
+        [ui.run, ui.arithmetic],
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg, locale: {ui.probe_view: "", ui.probe_note: error_markdown(msg, locale)})
-    def probe(cid, name, prompt, k, seed, locale="en", request: gr.Request = None):
-        result = controller.probe(name, prompt, k, seed, caller_of(request, cid))
-        return {ui.probe_view: probe_html(result, locale), ui.probe_note: probe_note(result, locale)}
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def pick_run(name, watched, follow, locale="en"):
+        """Another run: its newest step; following goes on only for the watched run, if it was on."""
+        if name not in [n for _, n in run_choices(controller)]:
+            return {ui.arithmetic: t(locale, "common.select_row")}
+        return latest_view(ui, controller, name, locale=locale) | {ui.follow: bool(follow) and name == watched}
 
-    ui.probe.click(
-        probe,
-        [page.client_id, page.watched, ui.probe_prompt, ui.probe_k, ui.probe_seed, page.locale],
-        [ui.probe_view, ui.probe_note],
-        api_name="rollouts_probe",
+    ui.run.input(
+        pick_run,
+        [ui.run, page.watched, ui.follow, page.locale],
+        ui.view_outputs,
+        api_name="rollouts_run",
         api_visibility="private",
-        concurrency_id="sampling",
-        concurrency_limit=1,
     )
+
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def follow_again(follow, watched, label, locale="en"):
+        """Ticked: back to the watched run's newest step, the selection dropped. Unticked: the view stays."""
+        if not follow or not watched:
+            return {ui.follow: bool(follow)}
+        return latest_view(ui, controller, watched, label, locale) | {ui.follow: True}
+
+    ui.follow.input(
+        follow_again,
+        [ui.follow, page.watched, ui.group, page.locale],
+        ui.view_outputs,
+        api_name="rollouts_follow",
+        api_visibility="private",
+    )
+
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def pin_view(selected, name, shown, step, label, follow, measure, locale="en", watched=None):
+        """After anything moved the view or the selection: a selection whose step is not the one shown (a tick
+        that left before the click and came back after it) has its step drawn again, outlined; one that is shown
+        gets its row outlined. A view to be drawn again (-1: the language or the watched run changed) is drawn at
+        its step while the page does not follow (following, the tick draws it)."""
+        if isinstance(selected, dict):
+            if (selected.get("name"), selected.get("step")) != (name, shown):
+                return selected_view(ui, controller, selected, measure, locale)
+            groups = controller.rollouts(name, shown)
+            g, _, _ = group_of(groups, selected.get("label"), locale)
+            mark = (g["group"], selected.get("index")) if g is not None else None
+            return {ui.groups: groups_html(groups, locale, selected=mark)}
+        if shown == -1 and not follow and isinstance(step, int | float) and _shown_run(name, watched):
+            return step_view(ui, controller, _shown_run(name, watched), int(step), label, locale=locale)
+        return {ui.shown: gr.skip()}  # nothing to do (a dict with a key: gradio reads it as updates)
+
+    gr.on(
+        [ui.shown.change, ui.selected.change],
+        pin_view,
+        [ui.selected, ui.shown_run, ui.shown, ui.step, ui.group, ui.follow, ui.measure, page.locale, page.watched],
+        ui.view_outputs,
+        api_visibility="private",
+        queue=False,  # cheap when nothing moved, which is nearly always: it must not wait behind the queue
+        show_progress="hidden",
+    )
+
+
+__all__ = ["build", "render_latest", "step_view", "wire_open_run"]

@@ -10,23 +10,24 @@ from rloo_demo.ui.plots.base import (
     NEUTRAL,
     PALETTE,
     POSITIVE,
-    ZERO_ADVANTAGE,
     Figure,
     _figure,
-    _finite,
     _fmt,
     _note,
     _number,
     _shorten,
     step_dtick,
 )
+from rloo_demo.ui.views.common import NEG, POS
+from rloo_demo.ui.views.rollouts import advantage_class
 
 
 def group_figure(group: dict) -> Figure:
     """One prompt's K completions: shaped reward bars against each one's leave-one-out baseline.
 
     A bar above its baseline marker beat the mean of its siblings; bar colour is the sign of the advantage that
-    entered the loss (green pushed up, red pushed down, grey left alone).
+    entered the loss (green pushed up, red pushed down, grey left alone, or pushed by less than the ±0.000 the
+    table beside it prints: the bar and its row are coloured by one rule, ``views.rollouts.advantage_class``).
     """
     title = f"“{_shorten(group.get('prompt', ''), 40)}” (step {group.get('step', '?')})"
     fig = _figure(title, "completion", "shaped reward (score − β·KL)", legend=True)
@@ -35,9 +36,7 @@ def group_figure(group: dict) -> Figure:
         return _note(fig, "No completions captured for this group.")
     labels = [f"#{i + 1}" for i in range(len(completions))]
     advantages = [c.get("advantage") for c in completions]
-    colours = [
-        NEUTRAL if not _finite(a) or abs(a) <= ZERO_ADVANTAGE else POSITIVE if a > 0 else NEGATIVE for a in advantages
-    ]
+    colours = [{POS: POSITIVE, NEG: NEGATIVE}.get(advantage_class(a), NEUTRAL) for a in advantages]
     hover = [
         f"{_shorten(c.get('text', ''), 80)}<br>advantage {_fmt(c.get('advantage'), '+.3f')}"
         f" · KL {_fmt(c.get('kl'), '.3f')} nats (whole completion) · {c.get('num_tokens', '?')} tokens"

@@ -10,7 +10,24 @@ from rloo_demo.advantages import what_if
 from rloo_demo.chat import prompt_text
 from rloo_demo.engine import tokens
 from rloo_demo.i18n import t
-from rloo_demo.ui.views.common import _sign_class
+from rloo_demo.ui.views.common import NEG, POS, ZERO
+
+# The marker of the selected completion's row (an inline style: the page's stylesheet belongs to the app)
+SELECTED_STYLE = "outline: 2px solid #4C9BE8; outline-offset: -2px"
+
+
+def shown_advantage(value: float) -> str:
+    """An advantage as the tables print it: rounded to 4 places (``group_rows``), then shown with 3."""
+    return f"{round(value, 4):+.3f}"
+
+
+def advantage_class(value) -> str:
+    """The colour class of an advantage, read from the number as printed: one shown as ±0.000 pushes the policy by
+    less than the table can show, so it is drawn neutral, never red or green (the chart's bars follow it)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value != value or abs(value) == float("inf"):
+        return ZERO
+    shown = float(shown_advantage(value))
+    return POS if shown > 0 else NEG if shown < 0 else ZERO
 
 
 def group_label(group: dict, locale: str = "en") -> str:
@@ -41,8 +58,10 @@ def group_rows(group: dict, text_chars: int | None = None, locale: str = "en") -
     return headers, rows
 
 
-def groups_html(groups: list[dict], locale: str = "en") -> str:
-    """Every prompt group of a step as a table, rows coloured by the sign of their advantage."""
+def groups_html(groups: list[dict], locale: str = "en", selected: tuple[int, int] | None = None) -> str:
+    """Every prompt group of a step as a table, rows coloured by the sign of their advantage as printed (a group
+    whose advantages all print ±0.000 is grey and says it teaches nothing). ``selected`` = (group, completion),
+    both 0-based: that row is outlined and marked ``data-selected``, the completion the arithmetic below explains."""
     if not groups:
         return f"<p class='rloo-empty'>{t(locale, 'groups.empty')}</p>"
     out = []
@@ -51,13 +70,19 @@ def groups_html(groups: list[dict], locale: str = "en") -> str:
         headers, rows = group_rows(g, locale=locale)
         head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
         body = []
-        for row, c in zip(rows, g["completions"], strict=True):
+        classes = [advantage_class(c["advantage"]) for c in g["completions"]]
+        for i, (row, cls) in enumerate(zip(rows, classes, strict=True)):
             cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or empty}</td>"]
             cells += [f"<td>{v:+.3f}</td>" for v in row[2:]]
-            body.append(f"<tr class='{_sign_class(c['advantage'])}'>{''.join(cells)}</tr>")
+            mark = f" data-selected='1' style='{SELECTED_STYLE}'" if selected == (g["group"], i) else ""
+            body.append(f"<tr class='{cls}'{mark}>{''.join(cells)}</tr>")
+        no_signal = (
+            f" <i class='rloo-no-signal'>({t(locale, 'groups.no_signal')})</i>" if set(classes) == {ZERO} else ""
+        )
         out.append(
-            f"<div class='rloo-group'><div class='rloo-prompt'>{t(locale, 'groups.prompt', n=g['group'] + 1)}: "
-            f"<b>{html.escape(prompt_text(g['prompt']))}</b>…</div>"
+            f"<div class='rloo-group' data-group='{g['group'] + 1}'><div class='rloo-prompt'>"
+            f"{t(locale, 'groups.prompt', n=g['group'] + 1)}: <b>{html.escape(prompt_text(g['prompt']))}</b>…"
+            f"{no_signal}</div>"
             f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
     return "".join(out)
