@@ -60,35 +60,36 @@ def prompt_ids_that_fit(tokenizer, prompt, max_new_tokens: int, max_ctx: int) ->
     return list(ids)
 
 
-MAX_CUTS = 8  # re-tokenising the cut text may merge a token or two at the new start: a few more cuts at most
-
-
 def cut_to_fit(tokenizer, text: str, max_new_tokens: int, max_ctx: int, render=None) -> tuple[str, int, int]:
-    """``(text, tokens dropped, tokens it had)``: a prompt too long for the context, with its first tokens cut
-    until the model's input, ``render(text)`` (the text itself, or a chat's messages around it), and
-    ``max_new_tokens`` fit. The end is kept because the completion continues it (for a chat, the question is
-    usually last). ``InputError`` when nothing can fit: the new tokens alone fill the context, or the template
-    around the text does."""
+    """``(text, tokens dropped, tokens it had)``: a prompt too long for the context, with its start cut until the
+    model's input, ``render(text)`` (the text itself, or a chat's messages around it), and ``max_new_tokens`` fit.
+    The end is kept because the completion continues it (for a chat, the question is usually last). The cut is at a
+    character, found by bisection: cutting token ids could split a character's bytes (a Georgian letter is three
+    byte-level tokens), and the decoded debris would re-tokenise longer. ``InputError`` when nothing can fit: the
+    new tokens alone fill the context, or the template around the text does."""
     render = render or (lambda t: t)
     if max_new_tokens >= max_ctx:
         raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
     room = max_ctx - max_new_tokens
-    text_ids = list(tokenizer(text).input_ids)
+
+    def fits(start: int) -> bool:
+        return len(encode_prompt(tokenizer, render(text[start:]))) <= room
+
     had = len(encode_prompt(tokenizer, render(text)))
-    cut, kept = text, text_ids
-    for _ in range(MAX_CUTS):
-        over = len(encode_prompt(tokenizer, render(cut))) - room
-        if over <= 0:
-            return cut, len(text_ids) - len(kept), had
-        kept = kept[over:]
-        if not kept:
-            break
-        cut = tokenizer.decode(kept)
-        kept = list(tokenizer(cut).input_ids)
-    raise InputError(
-        f"prompt is {had:,} tokens long; this policy reads {max_ctx} tokens, {max_new_tokens} of them for the "
-        f"completion, and no part of it fits: shorten it"
-    )
+    if had <= room:
+        return text, 0, had
+    if not fits(len(text)):
+        raise InputError(
+            f"prompt is {had:,} tokens long; this policy reads {max_ctx} tokens, {max_new_tokens} of them for the "
+            f"completion, and the template around it leaves no room: shorten it"
+        )
+    lo, hi = 0, len(text)  # text[lo:] does not fit, text[hi:] does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    cut = text[hi:]
+    dropped = len(tokenizer(text).input_ids) - len(tokenizer(cut).input_ids)
+    return cut, max(dropped, 1), had
 
 
 def fit_prompt(folder: str, text: str, max_new_tokens: int, render=None) -> tuple[str, int, int, int | None]:

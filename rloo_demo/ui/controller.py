@@ -15,9 +15,11 @@ import tempfile
 from pathlib import Path
 
 from rloo_demo.config import RunConfig
+from rloo_demo.engine.callbacks import run_phase
 from rloo_demo.engine.prechecks import prerun_warnings
 from rloo_demo.errors import ConfigError, InputError, NotFound, UserError, Waiting
 from rloo_demo.i18n import normalize, t
+from rloo_demo.server.estimate import run_speed
 from rloo_demo.server.gates import Caller, ReadGate, StartGate, owner_digest
 from rloo_demo.server.inference import Inference
 from rloo_demo.server.limits import Limits
@@ -25,8 +27,10 @@ from rloo_demo.server.readers import RunReader, RunView
 from rloo_demo.server.redaction import Redactor
 from rloo_demo.server.runner import Runner
 from rloo_demo.store.export import export_run
+from rloo_demo.store.summary import read_summary, summarize, write_summary
 from rloo_demo.ui.forms import form_settings
 from rloo_demo.ui.views import cli_command, estimate_text, meter_estimate_text, prechecks_markdown
+from rloo_demo.ui.views.train import run_alerts
 
 __all__ = ["Caller", "Controller", "RunView", "owner_digest"]
 
@@ -124,10 +128,44 @@ class Controller:
             config = self.parse_settings(form_settings(values))
         except UserError as exc:
             return self.error_text(exc)
-        step = self.reader.step_seconds(config)
-        line = estimate_text(config, step, self.limits.max_run_seconds, locale)
-        line += meter_estimate_text(config, step, locale)
+        speed = run_speed(config, self.reader)  # this server's measured speed (server.estimate)
+        line = estimate_text(config, speed.step, self.limits.max_run_seconds, locale, speed)
+        line += meter_estimate_text(config, speed.step, locale)
         return line + prechecks_markdown(prerun_warnings(config, locale))
+
+    def trains_for(self, caller: Caller) -> bool:
+        """Whether a run this caller started is training now (its page's Start is then disabled)."""
+        mine = caller.client_id
+        return bool(mine) and any(a.owner == mine for a in self.runner.active())
+
+    def run_phase(self, name) -> str | None:
+        """What a run in training does before its first step is logged (``engine.callbacks.run_phase``); None for a
+        run not training here, or one whose steps are being logged."""
+        active = self.runner.get_active(name) if isinstance(name, str) and name else None
+        if active is None or active.steps_logged():
+            return None
+        state = getattr(active.job, "state", None)  # a subprocess job has none to read: it says "loading"
+        phase = run_phase(getattr(state, "trainer", None))
+        return None if phase == "training" else phase
+
+    def run_summary(self, name, locale: str = "en") -> tuple[dict, list[dict]] | None:
+        """An ended run's summary (``store.summary``) and its warnings; saved into its folder as summary.json the
+        first time it is asked for. None while the run trains, or for a run with no steps."""
+        view = self.reader.view(name)
+        if view is None or view.live or view.status not in ("finished", "stopped", "failed") or not view.records:
+            return None
+        alerts = run_alerts(view.records, locale)
+        folder = self.runner.run(name).path
+        summary = read_summary(folder)
+        if summary is None:
+            summary = summarize(view.records)
+            summary["alerts"] = [{"kind": a["kind"], "step": a["step"]} for a in run_alerts(view.records)]
+            try:
+                write_summary(folder, summary)
+            except OSError:  # a full or read-only disk: the page still shows it
+                pass
+        return summary, alerts
+
 
     # ------------------------------------------------------------------ watching
 

@@ -111,10 +111,14 @@ def build(page: Page) -> SimpleNamespace:
                         setattr(ui, name, gr.Number(d[name], label=label(name), min_width=80))
                 # number boxes, not sliders: a slider's box sets a value past its end to the end without a word
                 with gr.Row():
-                    ui.num_generations = gr.Number(d["num_generations"], label=label("num_generations"), precision=0)
+                    ui.num_generations = gr.Number(
+                        d["num_generations"], label=label("num_generations"), precision=0, elem_id="k-input"
+                    )
                     ui.prompts_per_step = gr.Number(d["prompts_per_step"], label=label("prompts_per_step"), precision=0)
                 with gr.Row():
-                    ui.max_steps = gr.Number(d["max_steps"], label=label("max_steps"), precision=0)
+                    ui.max_steps = gr.Number(
+                        d["max_steps"], label=label("max_steps"), precision=0, elem_id="steps-input"
+                    )
                     ui.learning_rate = gr.Number(d["learning_rate"], label=label("learning_rate"))
                     ui.beta = gr.Number(d["beta"], label=label("beta"), info=L("train.beta_info"))
             with gr.Accordion(L("train.fold_sampling"), open=False, elem_id="fold-sampling"):
@@ -328,19 +332,21 @@ def _alerts_and_summary(ui: SimpleNamespace, view: RunView, locale: str) -> tupl
 def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: str = "en", caller=None) -> dict:
     """A tick's update of the Train tab: the status line, the warnings' callout and an ended run's summary always,
     the plots only when a new step arrived; with the ``caller``, Start disabled while a run of theirs trains."""
-    phase = ui.controller.run_phase(view.name) if view.status == "running" and not view.records else None
+    controller = getattr(ui, "controller", None)  # None: a tab built without a page (the unit tests' stand-in)
+    starting = controller is not None and view.status == "running" and not view.records
+    phase = controller.run_phase(view.name) if starting else None
     if phase is not None:  # the first seconds: what the run is doing, not "step 0 / 150 · ETA –"
         status = phase_line(phase, view.elapsed, view.max_steps, locale)
     else:
         status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason, locale)
-    alerts, summary = _alerts_and_summary(ui, view, locale)
+    alerts, summary = _alerts_and_summary(ui, view, locale) if controller is not None else ("", "")
     out = {
         ui.status: status,
         ui.run_error: failure_markdown(view.error, locale) if view.status == "failed" and view.error else "",
-        ui.alerts: alerts,
-        ui.summary: summary,
     }
-    if caller is not None:
+    if controller is not None:
+        out |= {ui.alerts: alerts, ui.summary: summary}
+    if caller is not None and controller is not None:
         out[ui.start] = gr.Button(interactive=not ui.controller.trains_for(caller))
     if view.last_step != last_drawn:
         out.update(zip(ui.plots, shared_figures(view, smoothing, locale), strict=True))

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import fields
 
 from rloo_demo.config import RunConfig
-from rloo_demo.eval.judges import collapse_warning
+from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX, collapse_warning
 from rloo_demo.i18n import t
 from rloo_demo.ui.views.common import _duration, text
 
@@ -169,7 +169,6 @@ def run_alerts(records: list[dict], locale: str = "en") -> list[dict]:
     marker on the plots), ``text`` what it says now. Collapse: the judges' thresholds (``eval.judges``) on the
     latest steps' average, as the live warning reads them; no signal: most groups scored all alike, so their
     leave-one-out advantages were all zero and they taught nothing."""
-    from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX
 
     alerts = []
     fired = [s for s, v in _windows(records, "judges/distinct_2") if v < DISTINCT_2_MIN]

@@ -1,0 +1,110 @@
+"""The end of a run and its warnings (issue 24, item 5): a summary (reward, length, KL and the judges, first steps
+-> last steps) on the Train tab and in the run's folder as summary.json, and the warnings as a callout with the step
+each fired at, marked on the reward and KL plots.
+
+``python -m pytest tests/test_run_summary.py`` (a few seconds).
+"""
+
+import json
+
+from rloo_demo import i18n
+from rloo_demo.config import RunConfig
+from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX
+from rloo_demo.server.limits import LOCAL
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.store.summary import WINDOW, summarize
+from rloo_demo.ui.controller import Controller
+from rloo_demo.ui.views.train import alerts_html, run_alerts, summary_markdown
+
+
+def records(n=20, collapse_from=None):
+    out = []
+    for step in range(1, n + 1):
+        collapsed = collapse_from is not None and step >= collapse_from
+        out.append(
+            {
+                "step": step,
+                "reward": 0.05 * step,
+                "completions/mean_length": 30 - step,
+                "kl": 0.01 * step,
+                "judges/distinct_2": 0.1 if collapsed else 0.9,
+                "judges/repetition": 0.8 if collapsed else 0.05,
+                "frac_reward_zero_std": 0.0,
+            }
+        )
+    return out
+
+
+def written_run(root, metrics, status="finished") -> RunFolder:
+    run = RunFolder.create(RunConfig(output_dir=str(root), run_name="ended"))
+    with open(run.path / "metrics.jsonl", "w", encoding="utf-8") as f:  # the file, written by the test itself
+        f.writelines(json.dumps(r) + "\n" for r in metrics)
+    run.set_status(status, step=len(metrics))
+    return run
+
+
+def test_the_summary_is_the_mean_of_the_first_and_last_steps_from_metrics_jsonl(tmp_path):
+    metrics = records(20)
+    run = written_run(tmp_path, metrics)
+    controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
+    try:
+        summary, alerts = controller.run_summary("ended")
+    finally:
+        controller.close()
+    first, last = metrics[:WINDOW], metrics[-WINDOW:]
+    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
+    assert summary["steps"] == 20 and alerts == []
+    for name, key in (("reward", "reward"), ("length", "completions/mean_length"), ("kl", "kl")):
+        assert abs(summary[name]["first"] - mean(first, key)) < 1e-9
+        assert abs(summary[name]["last"] - mean(last, key)) < 1e-9
+    saved = json.loads((run.path / "summary.json").read_text(encoding="utf-8"))  # written into the run's folder
+    assert saved["reward"] == summary["reward"] and saved["alerts"] == []
+    shown = summary_markdown(summary, alerts, "ru")
+    assert f"{mean(first, 'reward'):+.3f} → {mean(last, 'reward'):+.3f}" in shown
+    assert i18n.t("ru", "summary.no_alerts") in shown
+
+
+def test_a_collapse_is_a_callout_with_the_step_it_fired_at_and_a_marker_on_the_plots(tmp_path):
+    metrics = records(30, collapse_from=21)
+    alerts = run_alerts(metrics, "ru")
+    # the live warning averages the latest 5 steps: the first step whose window crosses a judge's threshold
+    window = lambda key, i: sum(r[key] for r in metrics[max(0, i - 4) : i + 1]) / len(metrics[max(0, i - 4) : i + 1])  # noqa: E731
+    fired = next(
+        metrics[i]["step"]
+        for i in range(len(metrics))
+        if window("judges/distinct_2", i) < DISTINCT_2_MIN or window("judges/repetition", i) > REPETITION_MAX
+    )
+    assert fired == 24  # 4 of the 5 latest steps collapsed: repetition (0.05 + 4 x 0.8) / 5 = 0.65 > 0.5
+    assert [a["kind"] for a in alerts] == ["collapse"] and alerts[0]["step"] == fired
+    html = alerts_html(alerts, "ru")
+    assert 'role="alert"' in html and "⚠" in html and i18n.t("ru", "alert.collapse_title") in html
+    assert i18n.t("ru", "alert.at_step", step=fired) in html
+
+    from rloo_demo.ui.train_tab import figures
+
+    reward, kl = (json.loads(f.plot) for f in figures(metrics, 0.0, "ru")[:2])
+    for fig in (reward, kl):
+        assert [s["x0"] for s in fig["layout"]["shapes"]] == [fired]
+        assert any(i18n.t("ru", "alert.collapse_title") in a["text"] for a in fig["layout"]["annotations"])
+
+    run = written_run(tmp_path, metrics, status="stopped")
+    controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
+    try:
+        summary, _ = controller.run_summary(run.name, "ru")
+    finally:
+        controller.close()
+    assert summary["alerts"] == [{"kind": "collapse", "step": fired}]
+    assert summary["distinct_2"]["last"] == 0.1
+
+
+def test_groups_with_no_signal_raise_their_own_alert():
+    metrics = [{"step": s, "reward": 0.0, "frac_reward_zero_std": 0.75} for s in range(1, 8)]
+    alerts = run_alerts(metrics)
+    assert [(a["kind"], a["step"]) for a in alerts] == [("no_signal", 1)]
+    assert "75%" in alerts[0]["text"]
+
+
+def test_summarize_skips_what_a_run_never_logged():
+    summary = summarize([{"step": 1, "reward": 0.2}, {"step": 2, "reward": float("nan")}])
+    assert summary == {"steps": 2, "window": WINDOW, "reward": {"first": 0.2, "last": 0.2}}
