@@ -23,6 +23,7 @@ from rloo_demo.server.limits import as_int
 from rloo_demo.server.redaction import Redactor, inert
 from rloo_demo.server.runner import Runner
 from rloo_demo.store.jsonl import RolloutIndex, read_jsonl_counted
+from rloo_demo.store.labels import notes_stamp, read_notes
 
 MAX_OVERLAY_RUNS = 12
 MAX_LISTED_RUNS = 500
@@ -264,7 +265,7 @@ class RunReader:
         listing and each summary are cached by file stamps (``store.listing``, ``RunFolder.summary``), and the
         whole answer by theirs: a list of 30 runs re-reads nothing that has not changed."""
         runs = self.runner.runs()[:MAX_LISTED_RUNS]
-        key = tuple((run.name, run.summary_stamps()) for run in runs)
+        key = tuple((run.name, run.summary_stamps(), notes_stamp(run)) for run in runs)
         with self._cache_lock:
             cached = self._listed
         if cached is not None and cached[0] == key:
@@ -273,6 +274,7 @@ class RunReader:
         for run in runs:
             summary = run.summary()
             summary["error"] = self.redact(summary.get("error"))
+            summary.update(read_notes(run))  # its label and note (store.labels), which a person may change
             out.append(summary)
         with self._cache_lock:
             self._listed = (key, out)
@@ -311,6 +313,14 @@ class RunReader:
             raise NotFound(f"arena {name!r} cannot be read ({type(exc).__name__})") from None
         on_disk = {r.name for r in self.runner.runs()}
         return {"name": name, "markdown": inert(table), "runs": [r for r in runs if r in on_disk]}
+
+    def run_notes(self, name) -> dict:
+        """A run's label and note (empty texts where it has none); ``NotFound`` for no such run."""
+        return read_notes(self.runner.run(name))
+
+    def labels(self) -> dict[str, str]:
+        """The label of every labelled run on disk, by name (from the cached listing)."""
+        return {s["name"]: s["label"] for s in self.list_runs() if s.get("label")}
 
     def comparable_runs(self) -> list[str]:
         """Runs with a model to compare: every finished run on disk, plus any run training now."""

@@ -249,7 +249,7 @@ def launch_options(limits: Limits, reads: ReadGate | None = None) -> dict:
         "server_name": os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         "theme": gr.themes.Soft(),
-        "css": CSS,
+        "css": CSS + compare_tab.COMPARE_CSS,  # each tab may bring the CSS of its own tables
         "head": LOCALE_HEAD,
         "i18n": gr.I18n(**i18n.translations(min_variance_every=limits.min_variance_every)),
         "show_error": True,

@@ -1,4 +1,8 @@
-"""Compare tab: base and trained policy side by side with the same seed, and the held-out evaluation."""
+"""Compare tab: base and trained policy side by side with the same seed, and the held-out evaluation.
+
+Both are HTML tables the page's CSS lays out (``COMPARE_CSS``, which ``ui.app`` adds to the page's): a dataframe
+kept its columns at their width and cut the completion, the thing being compared, at the right edge.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,38 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from rloo_demo.eval.evaluation import format_report
 from rloo_demo.i18n import localize_figure, t
 from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
-from rloo_demo.ui.views import compare_summary, compare_table, text
+from rloo_demo.ui.views.compare import compare_html, compare_summary, eval_report_html
+
+# Numbers on one line, headers broken only between words, each completion whole on a row of its own under its
+# numbers; a table wider than its box (many reward functions on a phone) scrolls inside it instead of being cut.
+COMPARE_CSS = """
+.rloo-cmp-box, #eval-report { overflow-x: auto; max-width: 100%; }
+.rloo-cmp-head { margin: 4px 0; }
+.rloo-cmp th, .rloo-eval th { white-space: normal; word-break: normal; overflow-wrap: normal; hyphens: manual;
+  vertical-align: bottom; }
+.rloo-cmp td.rloo-num, .rloo-eval td.rloo-num { white-space: nowrap; font-variant-numeric: tabular-nums; }
+.rloo-cmp td.rloo-text, .rloo-eval-samples td.rloo-text { white-space: pre-line; overflow-wrap: anywhere;
+  text-align: left; vertical-align: top; }
+.rloo-eval-samples td.rloo-prompt-cell, .rloo-eval-samples td.rloo-side { text-align: left; }
+.rloo-eval-samples td.rloo-side { white-space: nowrap; vertical-align: top; opacity: 0.8; }
+.rloo-eval-samples td.rloo-text { width: 100%; }
+.rloo-eval th:first-child { text-align: left; }
+.rloo-cmp td[rowspan] { vertical-align: top; text-align: left; }
+.rloo-cmp tbody, .rloo-eval-samples tbody { border-top: 2px solid rgba(128, 128, 128, 0.35); }
+.rloo-eval { width: auto; min-width: 60%; }
+.rloo-eval td.rloo-text { text-align: left; overflow-wrap: break-word; }
+.rloo-eval caption, .rloo-eval-samples caption { caption-side: top; text-align: left; font-size: 0.9em;
+  opacity: 0.85; padding: 2px 0; }
+.rloo-eval-samples { margin-top: 10px; }
+@media (max-width: 700px) {
+  #compare-tables, #eval-row { flex-direction: column; }
+  #compare-tables > *, #eval-row > * { width: 100%; min-width: 0 !important; }
+  .rloo-eval th, .rloo-eval td { padding: 3px 4px; }
+}
+"""
 
 
 def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
@@ -48,9 +79,10 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
         ui.seed = gr.Number(0, label=L("common.seed"), precision=0, minimum=0)
     ui.sample = gr.Button(L("compare.sample"), variant="primary", elem_id="sample-btn")
     ui.summary = gr.Markdown("", elem_id="compare-summary")
-    with gr.Row():
-        ui.base = gr.Dataframe(label=L("compare.base"), wrap=True, interactive=False, elem_id="base-samples")
-        ui.trained = gr.Dataframe(label=L("compare.trained"), wrap=True, interactive=False, elem_id="trained-samples")
+    with gr.Row(equal_height=False, elem_id="compare-tables"):
+        # side by side on a desktop; on a phone they stack (COMPARE_CSS), so each completion has the screen's width
+        ui.base = gr.HTML("", elem_id="base-samples")
+        ui.trained = gr.HTML("", elem_id="trained-samples")
     gr.Markdown(L("compare.eval_intro"))
     with gr.Row():
         ui.eval_prompts = gr.Slider(
@@ -58,8 +90,8 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
         )
         ui.eval_seed = gr.Number(0, label=L("common.seed"), precision=0, minimum=0)
         ui.evaluate = gr.Button(L("compare.evaluate"), elem_id="evaluate-btn")
-    with gr.Row(equal_height=False):
-        ui.eval_report = gr.Markdown("", elem_id="eval-report")
+    with gr.Row(equal_height=False, elem_id="eval-row"):
+        ui.eval_report = gr.HTML("", elem_id="eval-report")
         ui.eval_plot = gr.Plot(label=L("compare.eval_plot"), show_label=False)
     _wire(ui, page, tab)
     return ui
@@ -70,10 +102,12 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
 
     @guarded(controller, lambda msg, locale: {ui.summary: error_markdown(msg, locale)})
     def refresh(name, current, locale="en"):
-        names = controller.comparable_runs()
-        value = current if current in names else (name if name in names else (names[0] if names else None))
+        # the run picked stays picked; otherwise the newest (the one training now, else the latest on disk)
+        choices = controller.comparable_choices()
+        names = [n for _, n in choices]
+        value = current if current in names else (names[0] if names else None)
         return {
-            ui.run: gr.Dropdown(choices=names, value=value),
+            ui.run: gr.Dropdown(choices=choices, value=value),
             ui.heldout: gr.Dropdown(choices=controller.heldout_choices(value)),
         }
 
@@ -93,15 +127,13 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg, locale: {ui.summary: error_markdown(msg, locale), ui.base: None, ui.trained: None})
+    @guarded(controller, lambda msg, locale: {ui.summary: error_markdown(msg, locale), ui.base: "", ui.trained: ""})
     def sample(cid, name, prompt, n, max_new, temperature, top_p, seed, locale="en", request: gr.Request = None):
         result = controller.compare(name, prompt, n, max_new, temperature, top_p, seed, caller_of(request, cid))
-        headers_base, rows_base = compare_table(result["base"], locale)
-        headers_trained, rows_trained = compare_table(result["trained"], locale)
         return {
             ui.summary: compare_summary(result, locale),
-            ui.base: gr.Dataframe(value=rows_base, headers=headers_base),
-            ui.trained: gr.Dataframe(value=rows_trained, headers=headers_trained),
+            ui.base: compare_html(result["base"], t(locale, "compare.base"), locale),
+            ui.trained: compare_html(result["trained"], t(locale, "compare.trained"), locale),
         }
 
     ui.sample.click(
@@ -124,7 +156,7 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         concurrency_limit=1,
     )
 
-    @guarded(controller, lambda msg, locale: {ui.eval_report: error_markdown(msg, locale), ui.eval_plot: None})
+    @guarded(controller, lambda msg, locale: {ui.eval_report: _error_html(msg, locale), ui.eval_plot: None})
     def evaluate(cid, name, n, seed, locale="en", request: gr.Request = None, progress=gr.Progress()):  # noqa: B008
 
         result = controller.evaluate(
@@ -134,10 +166,9 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
             caller_of(request, cid),
             progress=lambda done, total: progress(done / total, desc=t(locale, "compare.progress")),
         )
-        # the report itself (rloo_demo.eval.evaluation.format_report) is the CLI's, in English
-        note = "" if result["saved"] else "\n\n" + t(locale, "compare.not_saved")
+        note = "" if result["saved"] else f"<p class='rloo-small'>{t(locale, 'compare.not_saved')}</p>"
         return {
-            ui.eval_report: f"<pre>{text(format_report(result))}</pre>{note}",
+            ui.eval_report: eval_report_html(result, locale) + note,
             ui.eval_plot: as_plot(localize_figure(plots.eval_histogram(result), locale)),
         }
 
@@ -150,3 +181,9 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         concurrency_id="sampling",
         concurrency_limit=1,
     )
+
+
+def _error_html(message: str, locale: str) -> str:
+    """An error in the report's HTML box (the message is already inert: ``server.redaction``)."""
+    head = t(locale, "common.error").strip("*")
+    return f"<div class='rloo-error'><p><b>{head}</b> {message}</p></div>"

@@ -205,8 +205,6 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         api_visibility="private",
         queue=False,
     )
-    for trigger in (ui.group.input, ui.table.select):
-        trigger(None, None, [ui.follow], js=UNFOLLOW_JS, queue=False)
 
     def whatif_text(name, step, label, offset, locale) -> str:
         offset = as_float("offset", offset, -MAX_REWARD_OFFSET, MAX_REWARD_OFFSET)
@@ -284,6 +282,9 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         api_name="rollouts_token_measure",
         api_visibility="private",
     )
+    # last: events with no server function (tests and tools that list the handlers by name meet them after these)
+    for trigger in (ui.group.input, ui.table.select):
+        trigger(None, None, [ui.follow], js=UNFOLLOW_JS, queue=False)
 
 
 def _wire_view(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:

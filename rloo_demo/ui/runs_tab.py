@@ -1,5 +1,9 @@
 """Runs tab: run history from disk, metric overlays across runs, arenas (paired runs of several estimators),
-downloads and the reproducing CLI command."""
+downloads, the reproducing CLI command, and a run's name, note and deletion (``server.manage`` says who may).
+
+The table's first column is the run's name, its folder, as every other tab and endpoint knows it; a label a
+person gives a run is a column beside it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from types import SimpleNamespace
 import gradio as gr
 
 from rloo_demo.i18n import localize_figure, t
+from rloo_demo.store.labels import MAX_LABEL_CHARS, MAX_NOTE_CHARS
 from rloo_demo.ui import plots
-from rloo_demo.ui.common import L, Page, as_plot, error_markdown, guarded
+from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
 from rloo_demo.ui.views import RUN_COLUMNS, run_headers, run_rows
 
 OVERLAY_METRICS = [
@@ -58,6 +63,21 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
                 file_count="multiple",
                 elem_id="runs-downloads",
             )
+            with gr.Accordion(L("runs.manage"), open=False, elem_id="runs-manage"):
+                public = page.controller.limits.public
+                gr.Markdown(L("runs.manage_public" if public else "runs.manage_local"), elem_classes=["rloo-small"])
+                ui.label = gr.Textbox(label=L("runs.label"), max_length=MAX_LABEL_CHARS, elem_id="run-label")
+                ui.note = gr.Textbox(label=L("runs.note"), lines=2, max_length=MAX_NOTE_CHARS, elem_id="run-note")
+                with gr.Row():
+                    ui.save = gr.Button(L("runs.save"), elem_id="run-save")
+                    ui.delete = gr.Button(L("runs.delete"), variant="stop", elem_id="run-delete")
+                with gr.Row():
+                    # a second, explicit click: a deleted run cannot come back
+                    ui.confirm = gr.Button(
+                        L("runs.confirm_delete"), variant="stop", visible=False, elem_id="run-delete-confirm"
+                    )
+                    ui.cancel = gr.Button(L("runs.cancel"), visible=False, elem_id="run-delete-cancel")
+                ui.manage_message = gr.Markdown("", elem_id="runs-manage-message")
         with gr.Column(scale=2):
             ui.command = gr.Code(label=L("runs.command"), language="shell", elem_id="run-command")
             ui.config = gr.Code(label="config.yaml", language="yaml")
@@ -65,24 +85,34 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
     return ui
 
 
+def _listing(ui: SimpleNamespace, controller, selected, details, locale: str) -> dict:
+    """The table and every run picker of the tab, from the runs on disk; the picks kept where they still exist."""
+    summaries = controller.list_runs()
+    names = [s["name"] for s in summaries]
+    selected = selected if isinstance(selected, list) else []
+    keep = [n for n in selected if n in names] or names[:2]
+    pick = details if details in names else (names[0] if names else None)
+    arenas = controller.arenas()
+    return {
+        ui.table: gr.Dataframe(value=run_rows(summaries, locale), headers=run_headers(locale)),
+        ui.overlay_runs: gr.CheckboxGroup(choices=names, value=keep),
+        # a run's label beside its name, which stays the value every event is sent
+        ui.run: gr.Dropdown(choices=[(_shown(s), s["name"]) for s in summaries], value=pick),
+        ui.arena: gr.Dropdown(choices=arenas, value=arenas[0] if arenas else None),
+        ui.message: "",
+    }
+
+
+def _shown(summary: dict) -> str:
+    return f"{summary['label']} · {summary['name']}" if summary.get("label") else summary["name"]
+
+
 def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     controller = page.controller
 
     @guarded(controller, lambda msg, locale: {ui.message: error_markdown(msg, locale)})
     def refresh(selected, details, locale="en"):
-        summaries = controller.list_runs()
-        names = [s["name"] for s in summaries]
-        selected = selected if isinstance(selected, list) else []
-        keep = [n for n in selected if n in names] or names[:2]
-        pick = details if details in names else (names[0] if names else None)
-        arenas = controller.arenas()
-        return {
-            ui.table: gr.Dataframe(value=run_rows(summaries, locale), headers=run_headers(locale)),
-            ui.overlay_runs: gr.CheckboxGroup(choices=names, value=keep),
-            ui.run: gr.Dropdown(choices=names, value=pick),
-            ui.arena: gr.Dropdown(choices=arenas, value=arenas[0] if arenas else None),
-            ui.message: "",
-        }
+        return _listing(ui, controller, selected, details, locale)
 
     gr.on(
         [tab.select, ui.refresh.click],
@@ -144,5 +174,82 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         [ui.run, page.locale],
         [ui.downloads, ui.command, ui.config, ui.message],
         api_name="runs_details",
+        api_visibility="private",
+    )
+
+    _wire_manage(ui, page)
+
+
+def _wire_manage(ui: SimpleNamespace, page: Page) -> None:
+    """The run's name, note and deletion: every check is the server's (``Controller.label_run``, ``delete_run``),
+    so the events are as safe called directly, with any values, as from these widgets."""
+    controller = page.controller
+    hide = {ui.confirm: gr.Button(visible=False), ui.cancel: gr.Button(visible=False)}
+    listed = [ui.table, ui.overlay_runs, ui.run, ui.arena, ui.message]
+
+    @guarded(controller, lambda msg, locale: {ui.manage_message: error_markdown(msg, locale)})
+    def notes(name, locale="en"):
+        stored = controller.run_notes(name) if name else {"label": "", "note": ""}
+        return {ui.label: stored["label"], ui.note: stored["note"], ui.manage_message: "", **hide}
+
+    ui.run.change(
+        notes,
+        [ui.run, page.locale],
+        [ui.label, ui.note, ui.manage_message, ui.confirm, ui.cancel],
+        api_name="runs_notes",
+        api_visibility="private",
+    )
+
+    @guarded(controller, lambda msg, locale: {ui.manage_message: error_markdown(msg, locale)})
+    def save(cid, name, label, note, selected, locale="en", request: gr.Request = None):
+        if not name:
+            return {ui.manage_message: t(locale, "runs.pick_first")}
+        stored = controller.label_run(name, label, note, caller_of(request, cid))
+        done = t(locale, "runs.saved", name=name)
+        return {
+            **_listing(ui, controller, selected, name, locale),
+            ui.label: stored["label"],
+            ui.note: stored["note"],
+            ui.manage_message: done,
+        }
+
+    ui.save.click(
+        save,
+        [page.client_id, ui.run, ui.label, ui.note, ui.overlay_runs, page.locale],
+        [*listed, ui.label, ui.note, ui.manage_message],
+        api_name="runs_label",
+        api_visibility="private",
+    )
+
+    def ask(name, locale="en"):
+        if not name:
+            return {ui.manage_message: t(locale, "runs.pick_first"), **hide}
+        shown = {ui.confirm: gr.Button(visible=True), ui.cancel: gr.Button(visible=True)}
+        return {ui.manage_message: t(locale, "runs.confirm_text", name=name), **shown}
+
+    ui.delete.click(ask, [ui.run, page.locale], [ui.manage_message, ui.confirm, ui.cancel], api_visibility="private")
+    ui.cancel.click(
+        lambda: {ui.manage_message: "", **hide},
+        None,
+        [ui.manage_message, ui.confirm, ui.cancel],
+        api_visibility="private",
+    )
+
+    @guarded(controller, lambda msg, locale: {ui.manage_message: error_markdown(msg, locale), **hide})
+    def delete(cid, name, selected, locale="en", request: gr.Request = None):
+        if not name:
+            return {ui.manage_message: t(locale, "runs.pick_first"), **hide}
+        deleted = controller.delete_run(name, caller_of(request, cid))
+        return {
+            **_listing(ui, controller, selected, None, locale),
+            ui.manage_message: t(locale, "runs.deleted", name=deleted),
+            **hide,
+        }
+
+    ui.confirm.click(
+        delete,
+        [page.client_id, ui.run, ui.overlay_runs, page.locale],
+        [*listed, ui.manage_message, ui.confirm, ui.cancel],
+        api_name="runs_delete",
         api_visibility="private",
     )
