@@ -293,3 +293,34 @@ def test_english_server_text_is_the_engines_own():
 
     assert {name: t("en", f"estimator.{name}") for name in ESTIMATOR_NOTES} == ESTIMATOR_NOTES
     assert COLLAPSE_WARNING in t("en", "collapse.warning", reasons="x")
+
+
+def test_gradio_frontend_still_exports_change_locale():
+    """``ui.locale_switch`` switches the page's language through ``changeLocale``, an export of gradio's core
+    bundle (what gradio's own Settings panel calls): an upgrade that renames it fails here, not in a browser."""
+    from pathlib import Path
+
+    import gradio
+
+    bundles = list((Path(gradio.__file__).parent / "templates" / "frontend" / "assets").glob("core-*.js"))
+    assert len(bundles) == 1, bundles
+    assert re.search(r"\bas changeLocale\b", bundles[0].read_text(encoding="utf-8"))
+
+
+def test_the_language_event_sends_every_tab_its_label_again(tmp_path):
+    """Gradio translates a tab's label once, when it builds the page (the tab on screen apart): the selector's event
+    and the page load send every tab its label again, which gradio then translates in the page's current locale."""
+    from rloo_demo.server.limits import Limits
+    from rloo_demo.server.runner import Runner
+    from rloo_demo.ui.app import build_app
+    from rloo_demo.ui.controller import Controller
+
+    controller = Controller(Runner(str(tmp_path / "runs"), limits=Limits.from_env()))
+    try:
+        demo = build_app(controller)
+        tabs = {b._id for b in demo.blocks.values() if type(b).__name__ == "Tab"}
+        for api_name in ("page_language", "page_load"):
+            fn = next(f for f in demo.fns.values() if f.api_name == api_name)
+            assert tabs <= {o._id for o in fn.outputs}, api_name
+    finally:
+        controller.close()

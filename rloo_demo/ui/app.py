@@ -28,7 +28,7 @@ from rloo_demo.server.gates import ReadGate
 from rloo_demo.server.limits import Limits
 from rloo_demo.server.malloc import bound_arenas
 from rloo_demo.server.runner import Runner
-from rloo_demo.ui import api, compare_tab, rollouts_tab, runs_tab, train_tab
+from rloo_demo.ui import api, compare_tab, locale_switch, rollouts_tab, runs_tab, train_tab
 from rloo_demo.ui.api import register_api
 from rloo_demo.ui.common import L, Page, caller_of, guarded
 from rloo_demo.ui.controller import Controller
@@ -62,8 +62,12 @@ tr.rloo-zero { background: rgba(128, 128, 128, 0.10); }
 td.rloo-pos { background: rgba(61, 190, 139, 0.18); }
 td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
 .rloo-small-num { font-weight: normal; font-size: 0.85em; opacity: 0.8; }
-/* labels wrap between words; only a word longer than its whole box ("კლასიფიკატორი" in a narrow column) is broken */
-[data-testid="block-info"] { overflow-wrap: break-word; word-break: normal; hyphens: auto; }
+/* labels wrap between words, never inside one ("K completi⏎ons"); a column too narrow for a word is widened instead
+   (on a phone a row's items wrap, below) */
+[data-testid="block-info"], .label-wrap span, label span { overflow-wrap: normal; word-break: normal; hyphens: auto; }
+/* plotly's toolbar only while the pointer (or a tap) is on the plot: at rest it sat over the plot's title */
+.js-plotly-plot .modebar-container { opacity: 0; transition: opacity 0.15s; }
+.js-plotly-plot:hover .modebar-container, .js-plotly-plot:focus-within .modebar-container { opacity: 1; }
 /* the Train tab's action bar (Start, Stop, status, estimate) stays in sight while the page scrolls */
 #action-bar { position: sticky; top: 0; z-index: 20; margin-bottom: 10px; }
 /* gradio's container hides its overflow, which makes it the scroll box sticky sticks to; clip keeps the look */
@@ -74,44 +78,19 @@ td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
   #header-row > * { width: 100%; min-width: 0 !important; }
   #app-header p { font-size: 0.9em; }
   #language [data-testid="block-info"] + span, #language .info { display: none; }
+  /* a row's inputs wrap to the next line rather than shrink below their label's longest word ("вес: классификатор") */
+  .form { flex-wrap: wrap !important; }
+  .form > .block { min-width: min(140px, 100%) !important; }
+  /* a slider's label above its number box, the whole width: beside it, it broke letter by letter ("Sa/mpl/es") */
+  .head:has(+ .slider_input_container) { flex-wrap: wrap; }
+  .head:has(+ .slider_input_container) > label { flex: 1 1 100%; }
+  /* tables scroll sideways inside their box, the first column (a run's name) staying in sight */
+  .table-wrap, .virtual-table-viewport { overflow-x: auto !important; }
+  .table-wrap th .header-content span { white-space: nowrap; }
+  .table-wrap table th:first-child, .table-wrap table td:first-child {
+    position: sticky; left: 0; z-index: 2; background: var(--background-fill-primary); }
 }
 """
-
-# The page's language. gradio chooses its locale among its own languages (Georgian is not one) before the page's
-# head scripts run, so this script sets ours through gradio's i18n module: an ES module is one instance per URL, so
-# importing the already loaded one again reaches the same locale store. Choice: the header selector's (kept in
-# localStorage), else the browser's first language we have, else English. ``rlooLocale`` is read on page load to
-# tell the server which language to write its text in.
-LOCALE_HEAD = f"""<script>
-(() => {{
-  const LOCALES = {list(i18n.LOCALES)!r};
-  const KEY = "{i18n.STORAGE_KEY}";
-  const pick = () => {{
-    let stored = null;
-    try {{ stored = localStorage.getItem(KEY); }} catch (e) {{}}
-    if (LOCALES.includes(stored)) return stored;
-    const wanted = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language];
-    for (const lang of wanted) {{
-      const code = String(lang || "").toLowerCase().split("-")[0];
-      if (LOCALES.includes(code)) return code;
-    }}
-    return "en";
-  }};
-  window.rlooLocale = pick;
-  window.rlooSetLocale = (code) => {{
-    if (!LOCALES.includes(code)) return;
-    try {{ localStorage.setItem(KEY, code); }} catch (e) {{}}
-    location.reload();
-  }};
-  document.documentElement.lang = pick();
-  const core = performance.getEntriesByType("resource").map((e) => e.name)
-    .find((u) => /\\/assets\\/core-[^/]*\\.js$/.test(u));
-  if (core) import(core).then((m) => m.changeLocale && m.changeLocale(pick())).catch(() => {{}});
-}})();
-</script>"""
-# On load the page sends its language with the client id (an event's ``js`` replaces the values sent).
-LOAD_JS = "(cid, lang) => [cid, window.rlooLocale ? window.rlooLocale() : 'en']"
-CHOOSE_JS = "(lang) => { if (window.rlooSetLocale) window.rlooSetLocale(lang); return [lang]; }"
 
 
 def build_app(controller: Controller) -> gr.Blocks:
@@ -136,7 +115,7 @@ def build_app(controller: Controller) -> gr.Blocks:
                 min_width=180,
                 elem_id="language",
             )
-        with gr.Tabs():
+        with gr.Tabs(overflow_behavior="wrap"):  # on a phone the tabs wrap: a "..." menu would hide most of them
             with gr.Tab(L("tab.train"), id="train") as train_el:
                 tr = train_tab.build(page)
             with gr.Tab(L("tab.rollouts"), id="rollouts") as rollouts_el:
@@ -149,6 +128,7 @@ def build_app(controller: Controller) -> gr.Blocks:
             el.select(
                 lambda t=tab_id: t, None, page.tab, api_name=f"show_{tab_id}", api_visibility="private", queue=False
             )
+        tabs = {"train": train_el, "rollouts": rollouts_el, "compare": compare_el, "runs": runs_el}
         _wire_tick(page, tr, ro)
 
         @guarded(controller, lambda msg: {page.client_id: uuid.uuid4().hex})
@@ -157,16 +137,20 @@ def build_app(controller: Controller) -> gr.Blocks:
             locale = controller.locale(lang)
             watched = controller.default_run()
             empty = {} if watched else dict(zip(tr.plots, train_tab.figures([], None, locale), strict=True))
-            return empty | {
-                page.client_id: cid,
-                page.watched: watched,
-                tr.drawn: -1,
-                ro.shown: -1,
-                page.locale: locale,
-                language: locale,
-                tr.status: train_tab.idle_status(locale),
-                tr.estimate: controller.estimate(tr.defaults, locale),
-            }
+            return (
+                empty
+                | locale_switch.tab_labels(tabs)
+                | {
+                    page.client_id: cid,
+                    page.watched: watched,
+                    tr.drawn: -1,
+                    ro.shown: -1,
+                    page.locale: locale,
+                    language: locale,
+                    tr.status: train_tab.idle_status(locale),
+                    tr.estimate: controller.estimate(tr.defaults, locale),
+                }
+            )
 
         demo.load(
             on_load,
@@ -181,16 +165,59 @@ def build_app(controller: Controller) -> gr.Blocks:
                 tr.status,
                 tr.estimate,
                 *tr.plots,
+                *tabs.values(),
             ],
-            js=LOAD_JS,
+            js=locale_switch.LOAD_JS,
             api_name="page_load",
             api_visibility="private",
             queue=False,  # a cheap plain request: a page always loads, however full the queue is
         )
-        # the header selector: stored in the browser and the page reloaded in that language (no server call)
-        language.input(None, language, None, js=CHOOSE_JS, api_visibility="private", queue=False)
+        _wire_language(page, language, tabs, tr, ro)
         register_api(controller)
     return demo
+
+
+def _wire_language(page: Page, language: gr.Dropdown, tabs: dict, tr, ro) -> None:
+    """The header selector: the browser switches its texts in place (``locale_switch``), then the server sends the
+    tab labels again and writes its own text in the new language; the page's next tick redraws the run's plots and
+    the Rollouts tab (drawn and shown reset), and a tab selected later renders in it."""
+    controller = page.controller
+
+    @guarded(controller, lambda msg: {tr.run_error: msg})
+    def choose(lang, name, smoothing, *values):
+        locale = controller.locale(lang)
+        view = controller.view(name)
+        out = locale_switch.tab_labels(tabs) | {
+            page.locale: locale,
+            tr.drawn: -1,
+            ro.shown: -1,
+            tr.estimate: controller.estimate(dict(zip(train_tab.FORM_FIELDS, values, strict=False)), locale),
+        }
+        if view is None:  # no run: the idle line and the titled empty axes, in the new language
+            empty = dict(zip(tr.plots, train_tab.figures([], None, locale), strict=True))
+            return out | empty | {tr.status: train_tab.idle_status(locale)}
+        return out | train_tab.render(tr, view, smoothing, -1, locale)
+
+    language.input(
+        choose,
+        [language, page.watched, tr.smoothing, *tr.form],
+        [
+            *tabs.values(),
+            page.locale,
+            tr.drawn,
+            ro.shown,
+            tr.estimate,
+            tr.status,
+            tr.run_error,
+            *tr.plots,
+            tr.alerts,
+            tr.summary,
+        ],
+        js=locale_switch.CHOOSE_JS,
+        api_name="page_language",
+        api_visibility="private",
+        queue=False,  # cheap, and a page switches its language however full the queue is
+    )
 
 
 def _wire_tick(page: Page, tr, ro) -> None:
@@ -209,7 +236,7 @@ def _wire_tick(page: Page, tr, ro) -> None:
         view = controller.view(followed)
         if view is None:
             return out | ({tr.status: text(waiting)} if waiting else {})
-        rendered = train_tab.render(tr, view, smoothing, drawn, locale)
+        rendered = train_tab.render(tr, view, smoothing, drawn, locale, caller)  # caller: Start off while theirs trains
         if waiting:  # the run shown is someone else's: say where this visitor stands
             rendered[tr.status] += f"<br>{text(waiting)}"
         if visible != "train":  # status and error only; plots redraw when the tab shows again
@@ -222,7 +249,7 @@ def _wire_tick(page: Page, tr, ro) -> None:
     gr.Timer(TICK_SECONDS).tick(
         tick,
         [page.client_id, page.watched, tr.drawn, tr.smoothing, ro.shown, ro.follow, ro.group, page.tab, page.locale],
-        [page.watched, tr.status, tr.run_error, *tr.plots, tr.drawn, *ro.outputs, ro.shown],
+        [page.watched, *tr.tick_outputs, *ro.outputs, ro.shown],
         show_progress="hidden",
         # callable by clients (scripts/bench_app.py simulates watching pages with it), hidden from the API docs
         api_name="page_tick",
@@ -249,8 +276,8 @@ def launch_options(limits: Limits, reads: ReadGate | None = None) -> dict:
         "server_name": os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         "theme": gr.themes.Soft(),
-        "css": CSS + compare_tab.COMPARE_CSS,  # each tab may bring the CSS of its own tables
-        "head": LOCALE_HEAD,
+        "css": CSS + compare_tab.COMPARE_CSS + train_tab.TRAIN_CSS,  # each tab may bring the CSS of its own tables
+        "head": locale_switch.HEAD,
         "i18n": gr.I18n(**i18n.translations(min_variance_every=limits.min_variance_every)),
         "show_error": True,
         "max_file_size": 1,

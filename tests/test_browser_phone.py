@@ -1,0 +1,159 @@
+"""The page on a phone (390x844) in a real browser, in English, Russian and Georgian: on every tab no label is
+broken inside a word (nor cut at its box's edge), slider labels sit above their controls, the Runs table scrolls
+sideways with its first column in place, and plotly's toolbar shows only while the pointer is on a plot. The same
+label check at a desktop's 1440x900. Screenshots of every tab go to ``artifacts/``.
+
+``python -m pytest tests/test_browser_phone.py`` (about two minutes; needs /usr/bin/chromium and a font with
+Georgian script, ``fonts-noto-core``).
+"""
+
+import json
+import os
+
+import pytest
+from apputil import CHROMIUM, CHROMIUM_FLAGS, running_app, wait_until
+from conftest import ARTIFACTS
+
+from rloo_demo.i18n import STORAGE_KEY, load
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+PHONE, DESKTOP = (390, 844), (1440, 900)
+TABS = ("train", "rollouts", "compare", "runs")
+
+# Every visible label-like text (labels, tab and other buttons, accordion titles, table headers), each word checked:
+# its line boxes (Range.getClientRects) must share one top (a word broken over two lines has two), and it must lie
+# inside its box (a word wider than a narrow column overflows and is cut). Words are split at spaces and hyphens,
+# where a line may break ("leave-one-⏎out"); only words with a letter count (not "▼" or "↺").
+BROKEN_WORDS_JS = """() => {
+  const out = [];
+  const sel = '[data-testid="block-info"], label span, button, [role=tab], .label-wrap span, th';
+  for (const el of document.querySelectorAll(sel)) {
+    if (!el.offsetParent || el.closest('footer')) continue;
+    const box = el.getBoundingClientRect();
+    if (!box.width || !box.height) continue;
+    const clip = el.closest('.block, button, th, td');
+    const edge = clip ? clip.getBoundingClientRect() : null;
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const re = /[^\\s\\-‐]*\\p{L}[^\\s\\-‐]*/gu;
+      let m;
+      while ((m = re.exec(n.data))) {
+        const range = document.createRange();
+        range.setStart(n, m.index);
+        range.setEnd(n, m.index + m[0].length);
+        const rects = [...range.getClientRects()].filter((q) => q.width > 0);
+        if (!rects.length) continue;
+        if (new Set(rects.map((q) => Math.round(q.top))).size > 1) out.push(`broken: ${m[0]} in "${el.innerText}"`);
+        const last = rects[rects.length - 1];
+        if (edge && (last.right > edge.right + 1 || rects[0].left < edge.left - 1))
+          out.push(`cut: ${m[0]} in "${el.innerText}"`);
+      }
+    }
+  }
+  return [...new Set(out)];
+}"""
+# Each visible slider's label ends above its range input (beside it, the label was squeezed letter by letter)
+SLIDER_LABELS_JS = """() => [...document.querySelectorAll('input[type=range]')].filter((r) => r.offsetParent)
+  .map((r) => { const label = r.closest('.block').querySelector('[data-testid="block-info"]');
+    return [label.innerText, label.getBoundingClientRect().bottom <= r.getBoundingClientRect().top + 1]; })"""
+# The Runs table: its scroll box, scrolled to the far right, shows the last header and keeps the first in place
+TABLE_SCROLL_JS = """() => {
+  const table = document.querySelector('#runs-table table');
+  let box = table.parentElement;
+  while (box && box.scrollWidth <= box.clientWidth + 1) box = box.parentElement;
+  if (!box || box.id === 'runs-table' && getComputedStyle(box).overflowX === 'hidden') return null;
+  const heads = [...table.querySelectorAll('th')];
+  const first = heads[0], last = heads[heads.length - 1];
+  const before = first.getBoundingClientRect().left;
+  box.scrollLeft = box.scrollWidth;
+  const frame = box.getBoundingClientRect(), r = last.getBoundingClientRect(), f = first.getBoundingClientRect();
+  return {scrolled: box.scrollLeft > 0, last_in_view: r.right <= frame.right + 1 && r.left >= frame.left - 1,
+          first_kept: Math.abs(f.left - before) <= 1, last_hidden_by_first: r.left < f.right - 1};
+}"""
+TWO_FRAMES_JS = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+MODEBAR_JS = """() => { const m = document.querySelector('#reward-plot .modebar-container');
+  return m ? Number(getComputedStyle(m).opacity) : null; }"""
+
+
+def make_runs(root, count=3, steps=20):
+    """Finished runs on disk (no training): the Runs table has rows and every column a value."""
+    from rloo_demo.config import RunConfig
+    from rloo_demo.store.folder import RunFolder
+
+    for i in range(count):
+        run = RunFolder.create(RunConfig(output_dir=str(root), run_name=f"phone-run-{i:02d}"))
+        records = ({"step": s, "max_steps": steps, "reward": 0.01 * s, "kl": 0.1} for s in range(1, steps + 1))
+        lines = [json.dumps(r) for r in records]
+        (run.path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+        run.set_status("finished", created=1_000_000.0 + i)
+
+
+def open_page(browser, url, locale, size):
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_init_script(f"localStorage.setItem('{STORAGE_KEY}', '{locale}')")  # the header selector's choice
+    page = context.new_page()
+    page.goto(url)
+    page.get_by_role("button", name=load(locale)["train.start"], exact=True).wait_for(timeout=60_000)
+    page.wait_for_function("() => document.querySelector('#run-estimate').innerText.length > 10", timeout=30_000)
+    return context, page
+
+
+def show_tab(page, locale, tab):
+    page.get_by_role("tab", name=load(locale)[f"tab.{tab}"], exact=True).click()
+    page.wait_for_function(
+        "name => [...document.querySelectorAll('[role=tab]')].some(t => t.innerText === name"
+        " && t.getAttribute('aria-selected') === 'true')",
+        arg=load(locale)[f"tab.{tab}"],
+    )
+    page.wait_for_function(TWO_FRAMES_JS)  # laid out
+
+
+@pytest.mark.slow
+def test_every_tab_reads_on_a_phone_in_three_languages(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    make_runs(tmp_path / "runs")
+    with running_app(tmp_path / "runs") as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        problems = {}
+        for locale in ("en", "ru", "ka"):
+            for name, size in (("phone", PHONE), ("desktop", DESKTOP)):
+                context, page = open_page(browser, url, locale, size)
+                for tab in TABS:
+                    show_tab(page, locale, tab)
+                    if tab == "runs":
+                        wait_until(lambda page=page: "phone-run-00" in page.inner_text("#runs-table"), timeout=30)
+                    page.screenshot(path=str(ARTIFACTS / f"{name}-{locale}-{tab}.png"), full_page=True)
+                    broken = page.evaluate(BROKEN_WORDS_JS)
+                    if broken:
+                        problems[f"{name} {locale} {tab}"] = broken
+                    if name == "phone":
+                        squeezed = [label for label, above in page.evaluate(SLIDER_LABELS_JS) if not above]
+                        assert not squeezed, f"{locale} {tab}: slider labels beside their controls: {squeezed}"
+                    if name == "phone" and tab == "runs":
+                        scroll = page.evaluate(TABLE_SCROLL_JS)
+                        assert scroll is not None, f"{locale}: the Runs table does not scroll sideways"
+                        assert scroll["scrolled"] and scroll["last_in_view"], (locale, scroll)
+                        assert scroll["first_kept"] and not scroll["last_hidden_by_first"], (locale, scroll)
+                        page.screenshot(path=str(ARTIFACTS / f"phone-{locale}-runs-scrolled.png"))
+                context.close()
+        assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+        browser.close()
+
+
+@pytest.mark.slow
+def test_the_plot_toolbar_shows_only_on_hover(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with running_app(tmp_path / "runs") as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        context, page = open_page(browser, url, "en", PHONE)
+        page.wait_for_selector("#reward-plot .modebar-container", state="attached", timeout=30_000)
+        page.mouse.move(0, 0)
+        assert page.evaluate(MODEBAR_JS) == 0, "the plot's toolbar shows at rest, over the title"
+        page.locator("#reward-plot .js-plotly-plot").hover()
+        wait_until(lambda: page.evaluate(MODEBAR_JS) == 1, timeout=10)
+        context.close()
+        browser.close()
