@@ -70,10 +70,10 @@ def test_start_watch_reward_and_rollouts(space_runs_dir):
         page.wait_for_function("document.querySelector('#compare-run input').value.length > 0", timeout=30_000)
         page.click("#sample-btn")
         try:
-            page.wait_for_selector("#trained-samples [role=gridcell]", timeout=60_000)
+            page.wait_for_selector("#trained-samples td.rloo-text", timeout=60_000)
         finally:
             page.screenshot(path=str(ARTIFACTS / "compare-tab.png"), full_page=True)
-        assert page.locator("#base-samples [role=gridcell]").count() >= 4
+        assert page.locator("#base-samples td.rloo-text").count() >= 4  # one completion per sample
 
         page.get_by_role("tab", name="Train").click()
         page.click("#stop-btn")

@@ -3,6 +3,8 @@
 ``python -m pytest tests/test_ui_units.py``
 """
 
+import re
+
 import pytest
 
 from rloo_demo.config import RunConfig
@@ -135,7 +137,7 @@ def test_run_rows(tmp_path):
     run.append_metrics({"step": 1, "max_steps": 5, "reward": 0.1, "kl": 0.0})
     run.append_metrics({"step": 2, "max_steps": 5, "reward": 0.3, "kl": 0.01})
     rows = run_rows([run.summary()])
-    assert rows == [["x", "running", "2/5", 0.1, 0.3, 0.01, "no", ""]]
+    assert rows == [["x", "", "running", "2/5", 0.1, 0.3, 0.01, "no", "", ""]]  # run, label, ..., note, error
 
 
 def test_interrupted_runs_are_marked_failed_on_restart(tmp_path):
@@ -293,17 +295,26 @@ def test_compare_puts_each_models_samples_in_its_own_column(tmp_path, monkeypatc
     out = handler("me", name, "This movie was", 3, 8, 1.0, 1.0, 5, "en")
 
     scorer = Scorer(RunConfig())
-    expected = {}
+    expected, cells = {}, {}
     for label, texts in COMPARE_TEXTS.items():
         scores, rewards = scorer(["This movie was"] * 3, texts)
         expected[label] = [
             [round(r, 3), *[round(s[i], 3) for s in scores.values()], t]
             for i, (t, r) in enumerate(zip(texts, rewards, strict=True))
         ]
+        # the cells of its table: #, the reward (the trained-on score is the same number: not repeated), the
+        # held-out scores, then the completion on a row of its own
+        held_out = [n for n in scores if n != "vader_compound"]
+        cells[label] = [
+            c
+            for i, (t, r) in enumerate(zip(texts, rewards, strict=True))
+            for c in [str(i + 1), f"{r:+.3f}", *[f"{scores[n][i]:+.3f}" for n in held_out], t]
+        ]
     assert expected["base"] != expected["trained"] and list(scores)[0] == "vader_compound"
-    assert out[component["base-samples"]].value["headers"] == ["reward", *scores, "completion"]
-    assert out[component["base-samples"]].value["data"] == expected["base"]
-    assert out[component["trained-samples"]].value["data"] == expected["trained"]
+    for side, label in (("base-samples", "base"), ("trained-samples", "trained")):
+        markup = out[component[side]]
+        assert re.findall("<th>(.*?)</th>", markup) == ["#", "reward (vader_compound)", *held_out]
+        assert [re.sub("<[^>]+>", "", c) for c in re.findall("<td[^>]*>(.*?)</td>", markup)] == cells[label]
     mean = {label: sum(row[0] for row in rows) / 3 for label, rows in expected.items()}
     assert mean["base"] < 0 < mean["trained"]
     summary = out[component["compare-summary"]]

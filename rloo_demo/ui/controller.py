@@ -23,6 +23,7 @@ from rloo_demo.server.estimate import run_speed
 from rloo_demo.server.gates import Caller, ReadGate, StartGate, owner_digest
 from rloo_demo.server.inference import Inference
 from rloo_demo.server.limits import Limits
+from rloo_demo.server.manage import RunManager
 from rloo_demo.server.readers import RunReader, RunView
 from rloo_demo.server.redaction import Redactor
 from rloo_demo.server.runner import Runner
@@ -43,6 +44,7 @@ class Controller:
         self.limits = limits or runner.limits
         self.redactor = Redactor(self.limits.public, runner.runs_dir)
         self.reader = RunReader(runner, self.redactor)
+        self.manager = RunManager(runner, self.limits)
         self.inference = Inference(runner, self.limits, self.reader)
         self.starts = StartGate(self.limits)
         self.reads = ReadGate(self.limits)
@@ -225,6 +227,32 @@ class Controller:
     def comparable_runs(self, caller: Caller | None = None) -> list[str]:
         self._read(caller)
         return self.reader.comparable_runs()
+
+    def comparable_choices(self, caller: Caller | None = None) -> list[tuple[str, str]]:
+        """``comparable_runs`` as a picker's ``(shown, run name)`` pairs: a run's label beside its name."""
+        names = self.comparable_runs(caller)
+        labels = self.reader.labels()
+        return [(f"{labels[n]} · {n}" if n in labels else n, n) for n in names]
+
+    # ------------------------------------------------------------------ labels, notes, deleting (server.manage)
+
+    # Each refuses in public mode unless the run is the caller's own, and always while the run trains.
+
+    def run_notes(self, name, caller: Caller | None = None) -> dict:
+        self._read(caller)
+        return self.reader.run_notes(name)
+
+    def may_manage(self, name, caller: Caller) -> bool:
+        return self.manager.may_manage(name, caller)
+
+    def label_run(self, name, label, note, caller: Caller) -> dict:
+        """Rename (a label shown beside the run's name) and/or annotate a run; None keeps either as it is."""
+        self._read(caller)
+        return self.manager.set_notes(name, label, note, caller)
+
+    def delete_run(self, name, caller: Caller) -> str:
+        self._read(caller)
+        return self.manager.delete(name, caller)
 
     # ------------------------------------------------------------------ sampling from runs' policies
 
