@@ -177,10 +177,10 @@ def test_what_the_app_never_needs_is_closed(app):
 
 def test_over_rate_reads_are_refused_before_gradio_and_admitted_ones_counted_once(space_runs_dir, monkeypatch):
     """Reads (the API's lists, rollouts and polls, and the page tick) count against one allowance per visitor, in
-    the middleware: with 8 reads a minute a visitor holds 2 (15 s worth). A's first two list_runs reach the handler
+    the middleware: with 12 reads a minute a visitor holds 2 (10 s worth). A's first two list_runs reach the handler
     and answer a list (counted once each: a second count in the handler would refuse the second); the third, and
     A's page tick, are refused with 429 before gradio queues them (the handler never runs); B is untouched."""
-    limits = replace(LIMITS, reads_per_minute=8)
+    limits = replace(LIMITS, reads_per_minute=12)
     with serving(space_runs_dir, limits) as (url, controller, demo):
         config = httpx.get(f"{url}config", timeout=30).json()
         deps = {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
@@ -196,7 +196,7 @@ def test_over_rate_reads_are_refused_before_gradio_and_admitted_ones_counted_onc
                 answers.append(result(a, url, f"a{i}", joined.json()["event_id"])[0])
             assert all(isinstance(x, list) for x in answers), answers
             refused = join(a, url, deps, "list_runs", [], "a2")
-            assert refused.status_code == 429 and "too many reads: 8 a minute" in refused.json()["detail"]
+            assert refused.status_code == 429 and "too many reads: 12 a minute" in refused.json()["detail"]
             ticked = a.post(f"{url}gradio_api/run/predict", json=tick("a3"))
             assert ticked.status_code == 429 and "too many reads" in ticked.json()["detail"]
             assert served == [1, 1]  # the refused read never reached the handler

@@ -8,6 +8,7 @@ end replay the rows of the audit in issue #8 that an API caller can reach. ``pyt
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import httpx
@@ -275,7 +276,10 @@ def test_start_attempts_are_rate_limited_per_client(app):
     )
     assert all("too many Start attempts" in o["error"] for o in out[PUBLIC.starts_per_minute :]), out
     client.predict(out[0]["run"], "rate", api_name="/stop_run")
-    wait_until(lambda: client.predict(out[0]["run"], 0, api_name="/poll_metrics")["status"] != "running", timeout=60)
+    folder = Path(controller.runner.runs_dir) / out[0]["run"]
+    wait_until(lambda: json.loads((folder / "status.json").read_text())["status"] != "running", timeout=60)
+    wait_until(lambda: not controller.runner.active(), timeout=60)
+    shutil.rmtree(folder)  # the module's run stays the newest, as the later tests that watch "the newest run" expect
 
 
 def test_markup_in_a_refusal_is_inert(app):

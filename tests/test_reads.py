@@ -136,7 +136,7 @@ def test_a_step_of_rollouts_on_disk_is_parsed_once(tmp_path, monkeypatch):
 def test_reads_are_rate_limited_per_visitor():
     clock = Clock()
     gate = ReadGate(replace(LOCAL, reads_per_minute=240), clock=clock)
-    for _ in range(60):  # a quarter minute's worth at once (a page's load and first ticks)
+    for _ in range(40):  # ten seconds' worth at once (a page's load and first ticks)
         gate.admit("a")
     with pytest.raises(RateLimited, match="240 a minute per visitor"):
         gate.admit("a")
@@ -204,10 +204,10 @@ def test_one_visitor_cannot_take_the_whole_sampling_share():
 
 def test_controller_reads_count_against_the_callers_rate(tmp_path):
     make_runs(tmp_path, count=2, steps=3)
-    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, reads_per_minute=8), watchdog=False))
+    controller = Controller(Runner(str(tmp_path), limits=replace(LOCAL, reads_per_minute=12), watchdog=False))
     a, b = Caller("page-a", "10.1.1.1"), Caller("page-b", "10.1.1.2")
     controller.list_runs(a)
-    controller.poll_metrics("r00", 0, a)  # an allowance of 2: a quarter minute of 8 a minute
+    controller.poll_metrics("r00", 0, a)  # an allowance of 2: ten seconds of 12 a minute
     for read in (
         lambda: controller.list_runs(a),
         lambda: controller.get_rollouts("r00", 0, a),
@@ -227,7 +227,10 @@ def api(url, address, name, data):
     fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == name)
     body = {"data": data, "fn_index": fn, "session_hash": f"s-{address}", "event_data": None}
     with httpx.Client(timeout=60, transport=httpx.HTTPTransport(local_address=address)) as http:
-        assert http.post(f"{url}gradio_api/queue/join", json=body).status_code == 200
+        joined = http.post(f"{url}gradio_api/queue/join", json=body)
+        if joined.status_code == 429:  # refused by the admission middleware, before the queue
+            return {"error": joined.json()["detail"]}
+        assert joined.status_code == 200
         with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": f"s-{address}"}) as stream:
             for line in stream.iter_lines():
                 if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
@@ -236,7 +239,7 @@ def api(url, address, name, data):
 
 
 def test_named_read_endpoints_refuse_a_looping_visitor_and_serve_the_others(space_runs_dir):
-    limits = replace(PUBLIC, reads_per_minute=8)  # two reads at once, then one every 7.5 s
+    limits = replace(PUBLIC, reads_per_minute=12)  # two reads at once, then one every 5 s
     with running_app(space_runs_dir, limits=limits) as (url, controller):
         make_runs(space_runs_dir, count=2, steps=3)
         answers = [api(url, "127.0.0.2", "list_runs", []) for _ in range(2)]

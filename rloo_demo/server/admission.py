@@ -15,9 +15,12 @@ reads each request first:
 - a **read** (an event of one of the ``read_kinds``: lists, rollouts, polls, page ticks) is counted against the
   visitor's ``Limits.reads_per_minute`` here (``server.gates.ReadGate``) and refused with HTTP 429 once its
   allowance is spent, before gradio builds a session, queues the event or opens its stream: a looping reader costs
-  the server this refusal, about a tenth of a millisecond, not gradio's few milliseconds per request, which on 2
-  cores shared with a training step is what slowed the step (``scripts/bench_load.py --readers 8``). An admitted
-  read is stamped (``READ_STATE``), so the handler does not count it again;
+  the server a refusal (about 0.3 ms) instead of gradio's 2-8 ms per read, CPU time holding the GIL the training
+  thread in this process needs (``scripts/bench_load.py --readers 8``). The refusal is answered after
+  ``REFUSAL_DELAY`` seconds, so a client looping on it makes one a second, not hundreds (8 looping readers sent
+  840 refusals a second, 0.22 of a core), up to ``MAX_DELAYED`` held per visitor (beyond that it is answered at
+  once: a held answer costs an open connection, not CPU). An admitted read is stamped (``READ_STATE``), so the
+  handler does not count it again;
 - in public mode, what this app never needs is closed: uploads (403), the ``/gradio_api/call/`` routes that
   enter the queue without a session (``gradio_client`` joins the queue itself; 404), gradio's ``/monitoring``
   pages (404), and request bodies over ``MAX_BODY_BYTES`` (413).
@@ -28,6 +31,7 @@ two functions it is given (``ui.gradio_internals``), so this module needs no gra
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import Counter
@@ -41,6 +45,8 @@ log = logging.getLogger(__name__)
 
 VISITOR_STATE = "rloo_visitor"  # the key of the visitor's address in the request's state (ASGI scope["state"])
 READ_STATE = "rloo_read_admitted"  # set in the request's state once the middleware counted it as a read
+REFUSAL_DELAY = 1.0  # seconds before a read over the rate is answered (its 429), unless MAX_DELAYED are held
+MAX_DELAYED = 4  # refused reads of one visitor held at once
 MAX_BODY_BYTES = 1 << 20  # a public server's largest event request: every text field is capped far below this
 API = "/gradio_api"
 JOIN = f"{API}/queue/join"
@@ -77,8 +83,11 @@ class Admission:
         queued: Callable[[object, str | None, str], int],
         read_kinds: frozenset[str] = frozenset(),
         reads: ReadGate | None = None,
+        refusal_delay: float = REFUSAL_DELAY,
     ):
         self.app = app
+        self.refusal_delay = refusal_delay
+        self.held: Counter = Counter()  # refused reads being held, per visitor
         self.read_kinds = frozenset(read_kinds)
         self.reads = reads if reads is not None else ReadGate(limits)
         self.cap = limits.max_events_per_visitor
@@ -123,6 +132,7 @@ class Admission:
             try:
                 self.reads.admit(visitor or "anonymous")
             except RateLimited as exc:
+                await self._hold(visitor)
                 return await _answer(send, 429, {"detail": str(exc), "error": str(exc)}, retry_after=1)
             scope["state"][READ_STATE] = True
         self.pending[key] += 1
@@ -145,6 +155,19 @@ class Admission:
             await self.app(scope, _replay(body, receive), sending)
         finally:
             release()
+
+    async def _hold(self, visitor: str | None) -> None:
+        """Wait ``refusal_delay`` before a refused read is answered, when fewer than ``MAX_DELAYED`` of this
+        visitor's refusals are waiting already."""
+        if self.refusal_delay <= 0 or self.held[visitor] >= MAX_DELAYED:
+            return
+        self.held[visitor] += 1
+        try:
+            await asyncio.sleep(self.refusal_delay)
+        finally:
+            self.held[visitor] -= 1
+            if self.held[visitor] <= 0:
+                del self.held[visitor]
 
     def visitor(self, scope) -> str | None:
         client = scope.get("client")

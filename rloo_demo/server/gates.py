@@ -27,7 +27,7 @@ from rloo_demo.server.limits import Limits
 SAMPLING_WINDOW = 60.0  # seconds over which the sampling share and per-client rates are counted
 SAMPLING_WAIT = 30.0  # how long a sampling request waits for the one running before it is told to retry
 VISITOR_SHARE = 0.5  # of the sampling share, the most one visitor may use: the rest is left for the others
-READ_BURST_SECONDS = 15.0  # a visitor's read allowance holds this many seconds' worth of its rate
+READ_BURST_SECONDS = 10.0  # a visitor's read allowance holds this many seconds' worth of its rate (20 reads)
 MAX_VISITORS = 20_000  # entries a gate's table holds before it forgets the idlest at once
 
 
