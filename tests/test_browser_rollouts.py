@@ -90,7 +90,6 @@ def test_primer_picker_runs_rows_and_zero_advantages(tmp_path, viewport):
         assert primer.inner_text().startswith("How RLOO turns rewards into updates")
         top, bottom, _, inner = page.evaluate(BOX_JS, "#rollouts-primer-summary strong")
         assert 0 <= top and bottom <= inner, (top, bottom, inner)
-        assert page.evaluate("window.scrollY") == 0
 
         # the newest run by default, as its folder has it
         wait_until(lambda: shown_texts(page) == last_step_texts(tmp_path, "newer"), timeout=30)

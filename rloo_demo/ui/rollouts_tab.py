@@ -66,7 +66,7 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
                     allow_custom_value=True,
                     elem_id="rollout-run",
                     scale=2,
-                    min_width=220,
+                    min_width=300,  # on a phone: a row of its own, the whole name in sight
                 )
                 ui.step = gr.Slider(
                     1, 2, value=1, step=1, label=L("rollouts.step"), elem_id="rollout-step", scale=2, min_width=200
