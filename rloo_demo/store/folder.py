@@ -9,6 +9,7 @@
                           (and each completion's per-token record, ``rloo_demo.engine.tokens``)
         snapshots/        policy snapshots every ``snapshot_every`` steps, for the probe (``engine.snapshots``)
         evaluation.json   the last base-vs-trained evaluation, when one was run
+        notes.json        a label and a note a person gave the run (``store.labels``), when given
         model/            trained policy and tokenizer; appears only when complete (written to .model.tmp, renamed)
 
 Crash safety: a run folder appears whole or not at all (it is built under a hidden name and renamed), status and
