@@ -56,7 +56,8 @@ BROKEN_WORDS_JS = """() => {
 SLIDER_LABELS_JS = """() => [...document.querySelectorAll('input[type=range]')].filter((r) => r.offsetParent)
   .map((r) => { const label = r.closest('.block').querySelector('[data-testid="block-info"]');
     return [label.innerText, label.getBoundingClientRect().bottom <= r.getBoundingClientRect().top + 1]; })"""
-# The Runs table: its scroll box, scrolled to the far right, shows the last header and keeps the first in place
+# The Runs table: its scroll box, scrolled to the far right, shows the last header and keeps the first in place.
+# Headers only: gradio's virtual body rows are not checked (their first column does not stay yet)
 TABLE_SCROLL_JS = """() => {
   const table = document.querySelector('#runs-table table');
   let box = table.parentElement;

@@ -87,7 +87,7 @@ td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
   /* tables scroll sideways inside their box, the first column (a run's name) staying in sight */
   .table-wrap, .virtual-table-viewport { overflow-x: auto !important; }
   .table-wrap th .header-content span { white-space: nowrap; }
-  .table-wrap table th:first-child, .table-wrap table td:first-child {
+  .table-wrap th:first-child, .table-wrap td:first-child {  /* gradio's body rows sit outside its <table> */
     position: sticky; left: 0; z-index: 2; background: var(--background-fill-primary); }
 }
 """
