@@ -101,8 +101,9 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     controller = page.controller
 
     @guarded(controller, lambda msg, locale: {ui.summary: error_markdown(msg, locale)})
-    def refresh(name, current, locale="en"):
-        # the run picked stays picked; otherwise the newest (the one training now, else the latest on disk)
+    def refresh(watched, current, locale="en"):
+        # the run picked stays picked; otherwise the newest (the one training now, else the latest on disk), not
+        # the run the page watches: a page that opened an old run in Rollouts still compares the newest by default
         choices = controller.comparable_choices()
         names = [n for _, n in choices]
         value = current if current in names else (names[0] if names else None)
