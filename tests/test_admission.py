@@ -279,3 +279,70 @@ def test_public_launch_settings_bound_sessions_and_close_monitoring():
     local = launch_options(LOCAL)
     assert "state_session_capacity" not in local  # gradio's default
     assert "lifespan" in local["app_kwargs"]  # lazy sessions, none dropped
+
+
+def test_a_refused_read_is_held_before_its_answer_up_to_four_a_visitor():
+    """A client looping on a refused read would send hundreds a second (840 from 8 readers, 0.22 of a core); each
+    refusal is answered after ``REFUSAL_DELAY`` instead, at most ``MAX_DELAYED`` held per visitor (the rest answered
+    at once). Driven as ASGI, with the middleware's sleep held by the test instead of timed."""
+    import asyncio
+
+    from rloo_demo.server import admission
+    from rloo_demo.server.gates import ReadGate
+
+    limits = replace(PUBLIC, reads_per_minute=6)  # an allowance of one read
+    reached, slept = [], []
+
+    async def inner(scope, receive, send):
+        reached.append(scope["client"][0])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def call(middleware, address):
+        body = json.dumps({"fn_index": 1, "data": []}).encode()
+        scope = {"type": "http", "method": "POST", "path": admission.JOIN, "headers": [], "client": (address, 1)}
+        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
+        sent = []
+
+        async def receive():
+            return next(messages, {"type": "http.disconnect"})
+
+        async def send(message):
+            sent.append(message)
+
+        await middleware(scope, receive, send)
+        return sent[0]["status"]
+
+    async def run():
+        release = asyncio.Event()
+
+        async def sleep(seconds):
+            slept.append(seconds)
+            await release.wait()
+
+        middleware = admission.Admission(
+            inner,
+            limits=limits,
+            kind_of=lambda app, fn_index, api_name: "reads",
+            queued=lambda app, visitor, kind: 0,
+            read_kinds=frozenset({"reads"}),
+            reads=ReadGate(limits),
+        )
+        middleware.sleep = sleep
+        assert await call(middleware, A) == 200  # A's one read
+        held = [asyncio.create_task(call(middleware, A)) for _ in range(admission.MAX_DELAYED)]
+        for _ in range(1000):  # let the held ones reach their sleep (a few turns of the loop)
+            if len(slept) >= admission.MAX_DELAYED or all(t.done() for t in held):
+                break
+            await asyncio.sleep(0)
+        assert not any(t.done() for t in held)  # refused, and held before the answer
+        # one more is answered at once (a guard, not a timing: held, it would wait for the release below for ever)
+        assert await asyncio.wait_for(call(middleware, A), timeout=30) == 429
+        assert len(slept) == admission.MAX_DELAYED
+        assert await call(middleware, B) == 200  # another visitor has its own allowance
+        release.set()
+        assert [await t for t in held] == [429] * admission.MAX_DELAYED
+        assert not middleware.held and slept == [admission.REFUSAL_DELAY] * admission.MAX_DELAYED
+
+    asyncio.run(run())
+    assert reached == [A, B]  # only the two admitted reads reached gradio

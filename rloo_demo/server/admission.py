@@ -87,6 +87,7 @@ class Admission:
     ):
         self.app = app
         self.refusal_delay = refusal_delay
+        self.sleep = asyncio.sleep  # how a refusal is held (a test holds it with an event instead)
         self.held: Counter = Counter()  # refused reads being held, per visitor
         self.read_kinds = frozenset(read_kinds)
         self.reads = reads if reads is not None else ReadGate(limits)
@@ -163,7 +164,7 @@ class Admission:
             return
         self.held[visitor] += 1
         try:
-            await asyncio.sleep(self.refusal_delay)
+            await self.sleep(self.refusal_delay)
         finally:
             self.held[visitor] -= 1
             if self.held[visitor] <= 0:
