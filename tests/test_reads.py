@@ -249,3 +249,25 @@ def test_named_read_endpoints_refuse_a_looping_visitor_and_serve_the_others(spac
         assert "too many reads" in api(url, "127.0.0.2", "poll_metrics", ["r00", 0])["error"]
         assert [s["name"] for s in api(url, "127.0.0.3", "list_runs", [])] == ["r01", "r00"]
         assert api(url, "127.0.0.3", "poll_metrics", ["r00", 0])["status"] == "finished"
+
+
+def test_a_poll_answers_a_page_of_records_and_says_when_more_follow(tmp_path):
+    """A poll from step 0 of a long run answered every record (530 kB at 600 steps, each poll); now at most
+    ``POLL_RECORDS``, and ``more`` until the caller has them all, polling on from the last step it got."""
+    from rloo_demo.server.readers import POLL_RECORDS
+
+    make_runs(tmp_path, count=1, steps=2 * POLL_RECORDS + 50)
+    controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
+    caller, got, since, pages = Caller("api", "10.1.1.9"), [], 0, []
+    while True:
+        answer = controller.poll_metrics("r00", since, caller)
+        got += answer["records"]
+        pages.append((len(answer["records"]), answer["more"]))
+        if not answer["more"]:
+            break
+        since = answer["records"][-1]["step"]
+    assert pages == [(POLL_RECORDS, True), (POLL_RECORDS, True), (50, False)]
+    assert [r["step"] for r in got] == list(range(1, 2 * POLL_RECORDS + 51))  # each step once, in order
+    assert controller.poll_metrics("r00", 2 * POLL_RECORDS + 50, caller) | {"records": None} == {
+        **answer, "records": None, "more": False
+    }

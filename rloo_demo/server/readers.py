@@ -34,6 +34,8 @@ DEFAULT_STEP_SECONDS = 0.65
 DEFAULT_STEP_WORK = 16 * 24
 
 
+POLL_RECORDS = 200  # records in one /poll_metrics answer (about 180 kB)
+
 @dataclass
 class RunView:
     """A run as the page sees it, wherever it lives."""
@@ -166,19 +168,24 @@ class RunReader:
         )
 
     def poll_metrics(self, name, since_step, caller: Caller) -> dict:
-        """The API's poll: status and the records after ``since_step`` (a heartbeat for the caller's runs)."""
+        """The API's poll: status and the records after ``since_step``, at most ``POLL_RECORDS`` of them (``more``:
+        there are others after them; poll again from the last one's step), and a heartbeat for the caller's runs.
+        A page of records bounds what one poll costs: a 600-step run's whole record list was 530 kB of JSON, and
+        8 clients polling it from step 0 slowed a training step 7x (``scripts/bench_load.py --readers 8``)."""
         self.runner.heartbeat(host=caller.host)
         since = as_int("since_step", since_step, -1, 10**9)
         view = self.view(name)
         if view is None:
             raise NotFound(f"no run named {name!r}" if is_valid_run_name(name) else "no such run")
+        after = [r for r in view.records if r.get("step", 0) > since]
         return {
             "run": view.name,
             "status": view.status,
             "error": view.error,
             "reason": view.reason,
             "max_steps": view.max_steps,
-            "records": [r for r in view.records if r.get("step", 0) > since],
+            "records": after[:POLL_RECORDS],
+            "more": len(after) > POLL_RECORDS,
         }
 
     def _readable_run(self, name):

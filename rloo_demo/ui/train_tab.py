@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from types import SimpleNamespace
 
 import gradio as gr
@@ -19,7 +20,7 @@ import gradio as gr
 from rloo_demo import i18n
 from rloo_demo.errors import ConfigError, Waiting
 from rloo_demo.models.hub import EMBEDDED_POLICY
-from rloo_demo.server.cache import LRU
+from rloo_demo.server.cache import LRU, BuildAllowance
 from rloo_demo.server.readers import RunView
 from rloo_demo.ui import plots
 from rloo_demo.ui.common import L, Page, as_plot, caller_of, error_markdown, guarded
@@ -33,6 +34,7 @@ from rloo_demo.ui.forms import (
     form_settings,
     labelled_problems,
 )
+from rloo_demo.ui.plots.thin import thinned
 from rloo_demo.ui.plots.train import mark_steps
 from rloo_demo.ui.views import status_line, text
 from rloo_demo.ui.views.train import alerts_html, phase_line, run_alerts, summary_markdown
@@ -274,7 +276,7 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
     if marks:
         mark_steps(figs[0], marks)
         mark_steps(figs[1], marks)
-    return [as_plot(f) for f in figs]
+    return [as_plot(thinned(f)) for f in figs]  # a long run's traces cut to plots.thin.MAX_POINTS points
 
 
 # The plots of a run are built once per new step, not once per page: ten pages watching a 300-step run rebuilt
@@ -283,10 +285,15 @@ def figures(records: list[dict], smoothing, locale: str = "en") -> list:
 # scripts/bench_load.py). Keyed by the run, its last record and the page's smoothing and language.
 _FIGURES = LRU(96)  # 20 smoothings x 4 languages of one step fit
 _FIGURES_LOCK = threading.Lock()
+# ... and at most 3 builds a step (a finished run: every 10 s) besides the default smoothing's, whatever the keys
+# asked for: a client cycling the smoothing with fresh sessions forced 20 builds of ~20 ms at every 0.2 s step
+# (scripts/bench_load.py --readers).
+_BUILDS = BuildAllowance(builds=3, window=10.0)
 
 
-def shared_figures(view: RunView, smoothing, locale: str = "en") -> list:
-    """``figures`` of a run's records, shared by every page that shows the same step with the same settings."""
+def shared_figures(view: RunView, smoothing, locale: str = "en") -> list | None:
+    """``figures`` of a run's records, shared by every page that shows the same step with the same settings;
+    ``None`` when they are not built yet and this step's builds are spent (``_BUILDS``): ask again at the next."""
     number = isinstance(smoothing, int | float) and not isinstance(smoothing, bool) and math.isfinite(smoothing)
     # to the slider's own values (0 to 0.95 by 0.05): a client sending any other number cannot force a new build
     smoothing = round(min(max(smoothing, 0.0), 0.95) * 20) / 20 if number else None  # None: figures' default
@@ -295,6 +302,10 @@ def shared_figures(view: RunView, smoothing, locale: str = "en") -> list:
     key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), smoothing, locale)
     with _FIGURES_LOCK:
         built = _FIGURES.get_fresh(key)
+        # the slider's default always: a client spending the allowance first cannot keep plots from the others
+        allowed = built is not None or smoothing in (None, 0.6) or _BUILDS.take(key[:4], time.monotonic())
+    if not allowed:
+        return None
     if built is None:
         built = figures(view.records, smoothing, locale)
         with _FIGURES_LOCK:
@@ -348,8 +359,9 @@ def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: st
         out |= {ui.alerts: alerts, ui.summary: summary}
     if caller is not None and controller is not None:
         out[ui.start] = gr.Button(interactive=not ui.controller.trains_for(caller))
-    if view.last_step != last_drawn:
-        out.update(zip(ui.plots, shared_figures(view, smoothing, locale), strict=True))
+    built = shared_figures(view, smoothing, locale) if view.last_step != last_drawn else None
+    if built is not None:  # None: drawn stays, so the next tick asks again
+        out.update(zip(ui.plots, built, strict=True))
         out[ui.drawn] = view.last_step
     return out
 
@@ -435,6 +447,8 @@ def _wire(ui: SimpleNamespace, page: Page) -> None:
     def redraw(name, smoothing, locale="en"):
         view = controller.view(name)  # through the shared builds: any client may send this event, with any value
         built = shared_figures(view, smoothing, locale) if view is not None else figures([], None, locale)
+        if built is None:  # this step's builds are spent: the plots follow the new smoothing from the next step
+            return {}
         return dict(zip(ui.plots, built, strict=True))
 
     ui.smoothing.release(

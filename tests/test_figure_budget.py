@@ -1,0 +1,85 @@
+"""What the Train tab's figures may cost, whoever asks (issue #25: figure builds bounded per step whatever the
+session and smoothing; a long run's figures bounded in size). ``python -m pytest tests/test_figure_budget.py``.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from rloo_demo.server.cache import BuildAllowance
+from rloo_demo.server.readers import RunView
+from rloo_demo.ui import train_tab
+from rloo_demo.ui.plots.thin import MAX_POINTS, thinned
+
+
+def test_a_long_trace_keeps_every_kth_point_and_the_last():
+    x = list(range(1, 1001))
+    fig = {"data": [{"x": x, "y": [v * 0.5 for v in x], "text": [str(v) for v in x], "name": "long"},
+                    {"x": [1, 2, 3], "y": [4, 5, 6], "name": "short"}], "layout": {"title": "t"}}
+    out = thinned(fig, max_points=400)
+    stride = 3  # ceil(1000 / 400)
+    want = list(range(1, 1001, stride))
+    want[-1] = 1000  # the newest point replaces the last stride's
+    assert out["data"][0]["x"] == want and len(want) <= 400
+    assert out["data"][0]["y"] == [v * 0.5 for v in want] and out["data"][0]["text"] == [str(v) for v in want]
+    assert out["data"][1] is fig["data"][1]  # a short trace is untouched
+    assert len(fig["data"][0]["x"]) == 1000  # the cached figure is not changed
+    assert thinned({"data": [fig["data"][1]]}) == {"data": [fig["data"][1]]}
+
+
+def _view(steps: int, name: str = "long-run") -> RunView:
+    records = [{"step": s, "reward": (s % 7) * 0.1, "kl": 0.001 * s, "logged_at": 1000.0 + s} for s in range(1, steps + 1)]
+    return RunView(name, "running", None, records, steps + 10, 1.0, None, True)
+
+
+def test_a_5000_step_runs_figures_have_bounded_traces_ending_at_its_last_step():
+    import json
+
+    plots = train_tab.figures(_view(5000).records, 0.6, "en")
+    traces = [t for p in plots for t in json.loads(p.plot)["data"] if isinstance(t.get("x"), list) and t["x"]]
+    assert traces  # the checks below see something
+    assert max(len(t["x"]) for t in traces) <= MAX_POINTS
+    rewards = [t for t in traces if t.get("name") == "total reward"]
+    assert rewards and rewards[0]["x"][-1] == 5000
+
+
+def test_the_allowance_counts_builds_per_thing_and_refills_after_its_window():
+    allowance = BuildAllowance(builds=3, window=10.0)
+    assert [allowance.take("a", 0.0) for _ in range(4)] == [True, True, True, False]
+    assert allowance.take("b", 1.0)  # another step has its own
+    assert not allowance.take("a", 9.9) and allowance.take("a", 10.0)
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """The figures actually built, as (smoothing, locale); the shared cache and allowance start empty."""
+    made = []
+    real = train_tab.figures
+    monkeypatch.setattr(train_tab, "figures", lambda records, s, loc: made.append((s, loc)) or real(records, s, loc))
+    monkeypatch.setattr(train_tab, "_FIGURES", train_tab.LRU(96))
+    monkeypatch.setattr(train_tab, "_BUILDS", BuildAllowance(builds=3, window=10.0))
+    return made
+
+
+def test_a_client_cycling_the_smoothing_gets_three_builds_a_step_and_the_default_always(builds):
+    view = _view(40)
+    got = [train_tab.shared_figures(view, i * 0.05, "en") for i in range(1, 20) if i != 12]  # 12 x 0.05 = 0.6
+    assert builds == [(0.05, "en"), (0.1, "en"), (0.15, "en")]
+    assert all(g is not None for g in got[:3]) and all(g is None for g in got[3:])
+    assert train_tab.shared_figures(view, 0.1, "en") is got[1]  # what was built is served to anyone
+    for locale in ("en", "ru", "ka", "ro"):  # the slider's default is never refused
+        assert train_tab.shared_figures(view, 0.6, locale) is not None
+    assert len(builds) == 3 + 4
+    later = _view(41)  # the next step: a fresh allowance
+    assert train_tab.shared_figures(later, 0.3, "en") is not None and builds[-1] == (0.3, "en")
+
+
+def test_a_tick_refused_its_figures_keeps_its_drawn_step_and_asks_again(builds):
+    ui = SimpleNamespace(status="status", run_error="error", plots=[f"p{i}" for i in range(10)], drawn="drawn")
+    view = _view(40)
+    for s in (0.05, 0.1, 0.15):
+        train_tab.shared_figures(view, s, "en")
+    refused = train_tab.render(ui, view, 0.2, -1, "en")
+    assert "drawn" not in refused and not any(p in refused for p in ui.plots)  # drawn stays -1: the next tick asks
+    served = train_tab.render(ui, view, 0.6, -1, "en")
+    assert served["drawn"] == 40 and all(p in served for p in ui.plots)
