@@ -17,9 +17,10 @@ import pytest
 from apputil import free_port
 
 from rloo_demo.config import RunConfig
+from rloo_demo.i18n import t
 from rloo_demo.server.limits import PUBLIC
 from rloo_demo.store.folder import RunFolder
-from rloo_demo.ui.forms import FORM_FIELDS, defaults
+from rloo_demo.ui.forms import FIELD, FORM_FIELDS, defaults
 
 A, B, PROXY = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 LIMITS = replace(PUBLIC, trusted_proxies=(f"{PROXY}/32",), session_seconds=1.0)
@@ -118,7 +119,7 @@ def test_one_visitors_flood_fills_only_its_own_places(app, held_compare):
         form = defaults() | {"variance_every": 1}  # refused by the limits: no run starts
         start = join(b, url, deps, "train_start", ["b-client", *[form[f] for f in FORM_FIELDS]], "b")
         assert start.status_code == 200, start.text
-        assert "**variance_every**" in result(b, url, "b", start.json()["event_id"])[2]
+        assert f"**{t('en', FIELD['variance_every'].label)}**" in result(b, url, "b", start.json()["event_id"])[2]
         behind = join(b, url, deps, "compare", compare, "b")
         assert behind.status_code == 200
         assert {c.host for c in callers} == {A}  # the forged header made A no one else

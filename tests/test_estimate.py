@@ -7,6 +7,8 @@ of a run say what it is doing (loading, preparing, first step) instead of "step 
 
 from types import SimpleNamespace
 
+import pytest
+
 from rloo_demo.config import RunConfig
 from rloo_demo.engine.callbacks import LiveMetricsCallback, MetricsChannel, run_phase
 from rloo_demo.i18n import t
@@ -101,5 +103,83 @@ def test_start_is_off_while_the_callers_own_run_trains(tmp_path):
         assert not controller.trains_for(Caller("", "10.0.0.1"))
         controller.runner._active.clear()
         assert not controller.trains_for(Caller("mine", "10.0.0.1"))  # it ended: Start is on again
+    finally:
+        controller.close()
+
+
+# ----------------------------------------------------------------------------- the measurement and the choice, alone
+
+LATER = [1.0, 2.0, 1.5, 0.5, 1.0]  # exact in binary, so the loading time below comes out exact too
+
+
+def records_of(times):
+    out, clock = [], 0.0
+    for step, seconds in enumerate(times, start=1):
+        clock += seconds
+        out.append({"step": step, "step_time": seconds, "time": clock, "logged_at": STARTED + LOAD + clock})
+    return out
+
+
+def test_measured_needs_enough_timed_steps_and_sound_loading():
+    from rloo_demo.server.estimate import DEFAULT_LOAD_SECONDS, MIN_STEPS, measured
+
+    assert len(LATER) == MIN_STEPS
+    records = records_of([3.0, *LATER])
+    assert measured(records, STARTED) == (LOAD, 3.0, sum(LATER) / len(LATER))
+    assert measured(records_of([3.0, *LATER[:-1]]), STARTED) is None  # one timed step short
+    for bad in (True, float("nan"), float("inf"), -1.0, "1.0", None):  # not a step time: the run is one step short
+        spoilt = records_of([3.0, *LATER])
+        spoilt[2]["step_time"] = bad
+        assert measured(spoilt, STARTED) is None, bad
+    assert measured(records, None)[0] == DEFAULT_LOAD_SECONDS  # no start time
+    assert measured(records, True)[0] == DEFAULT_LOAD_SECONDS
+    assert measured(records, STARTED + LOAD + 1)[0] == DEFAULT_LOAD_SECONDS  # started after train begin: unsound
+    assert measured(records, STARTED + LOAD)[0] == 0.0  # no loading at all is a measurement
+    unlogged = [dict(records[0], logged_at=None), *records[1:]]
+    assert measured(unlogged, STARTED)[0] == DEFAULT_LOAD_SECONDS
+    untimed = [dict(records[0], time="x"), *records[1:]]
+    assert measured(untimed, STARTED)[0] == DEFAULT_LOAD_SECONDS
+
+
+def test_a_speeds_total_counts_the_first_step_once():
+    from rloo_demo.server.estimate import Speed
+
+    speed = Speed(load=2.0, first=5.0, step=1.5, source=None)
+    assert [speed.total(n) for n in (0, 1, 2, 10)] == [7.0, 7.0, 8.5, 7.0 + 9 * 1.5]
+
+
+def test_the_same_policy_is_preferred_and_another_is_scaled_by_its_size(tmp_path, monkeypatch):
+    from rloo_demo.models.hub import EMBEDDED_POLICY
+    from rloo_demo.server import estimate
+    from rloo_demo.server.readers import DEFAULT_STEP_SECONDS, DEFAULT_STEP_WORK
+
+    sizes = {"small": 100, "big": 300, "huge": 600, EMBEDDED_POLICY: 50}
+    monkeypatch.setattr(estimate, "policy_parameters", lambda name: sizes.get(name.strip()))
+    shape = {"num_generations": 4, "prompts_per_step": 4, "max_new_tokens": 24}  # 384 tokens a step
+    timed_run(tmp_path, "small-run", policy="small", **shape)
+    timed_run(tmp_path, "big-run", policy="big", **shape)  # newer, another policy
+    controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
+    try:
+        later = sum(TIMES[1:]) / len(TIMES[1:])
+        same = run_speed(RunConfig(policy=" small ", **shape), controller.reader)
+        assert (same.source, same.scaled, same.first, same.step) == ("small-run", False, TIMES[0], later)
+        doubled = RunConfig(policy="huge", num_generations=8, prompts_per_step=4, max_new_tokens=24)  # 2x the work
+        other = run_speed(doubled, controller.reader)
+        assert other.source == "big-run" and other.scaled  # the newest timed run, scaled by 600 / 300
+        assert other.first == TIMES[0] * 2 * 2 and abs(other.step - later * 2 * 2) < 1e-12
+        unknown = run_speed(RunConfig(policy="mystery", **shape), controller.reader)  # no size known: not scaled
+        assert unknown.source == "big-run" and not unknown.scaled and unknown.step == later
+
+        def broken(name):
+            raise OSError("hub unreachable")
+
+        monkeypatch.setattr(estimate, "policy_parameters", broken)
+        assert run_speed(RunConfig(policy="huge", **shape), controller.reader).step == later  # no size: 1
+        monkeypatch.setattr(estimate, "policy_parameters", lambda name: sizes.get(name.strip()))
+        monkeypatch.setattr(estimate, "RUNS_LOOKED_AT", 0)  # nothing looked at: the embedded default's benchmark
+        none = run_speed(RunConfig(policy="huge", **shape), controller.reader)
+        step = DEFAULT_STEP_SECONDS * 16 * 24 / DEFAULT_STEP_WORK * 600 / 50
+        assert (none.load, none.source, none.scaled) == (estimate.DEFAULT_LOAD_SECONDS, None, True)
+        assert none.first == pytest.approx(step, rel=1e-12) and none.step == pytest.approx(step, rel=1e-12)
     finally:
         controller.close()

@@ -67,6 +67,53 @@ def test_no_budget_means_no_refusal():
     assert budget.remaining("a") is None
 
 
+def test_asking_again_keeps_the_place_and_when_it_was_taken_with_the_new_settings():
+    line = WaitingLine(max_waiting=2)
+    first = Ticket("b", "old settings", "own-b", joined=5.0)
+    assert line.join(first) == 1
+    assert line.join(Ticket("c", None, "c", joined=6.0)) == 2
+    again = Ticket("b", "new settings", "own-b", joined=9.0)
+    assert line.join(again) == 1  # the line is full, but b only changes its settings
+    head = line.pop()
+    assert head is again and head.config == "new settings" and head.joined == 5.0
+
+
+def test_leaving_and_being_seen_touch_only_that_visitor():
+    line = WaitingLine(max_waiting=5)
+    for v in ("b", "c", "d"):
+        line.join(Ticket(v, None, v, last_seen=0.0))
+    line.seen("c", now=50.0)
+    assert [t.last_seen for t in line._line] == [0.0, 50.0, 0.0]
+    line.seen("d")  # the monotonic clock when no time is given
+    assert line._line[2].last_seen > 0.0
+    assert line.leave("b") is True and line.leave("b") is False and line.leave("nobody") is False
+    assert [t.visitor for t in line._line] == ["c", "d"] and line.place("d") == 2
+
+
+def test_the_line_keeps_a_visitor_seen_exactly_the_idle_time_ago_and_every_one_with_no_idle_limit():
+    line = WaitingLine(max_waiting=5)
+    line.join(Ticket("b", None, "b", last_seen=70.0))
+    line.join(Ticket("c", None, "c", last_seen=69.0))
+    assert line.drop_gone(None, now=10_000.0) == [] and line.drop_gone(0, now=10_000.0) == [] and len(line) == 2
+    assert [t.visitor for t in line.drop_gone(60, now=130.0)] == ["c"]  # 61 s ago goes, 60 s ago stays
+    assert line.place("b") == 1
+
+
+def test_the_compute_budget_at_its_edges():
+    now = [10_000.0]
+    budget = ComputeBudget(600, clock=lambda: now[0])
+    budget.record("a", start=now[0] - HOUR - 50, end=now[0] - HOUR)  # ended exactly an hour ago: forgotten
+    assert budget.used("a") == 0 and "a" not in budget._spent
+    assert budget.used("b", running={"b": now[0] - HOUR - 500}) == pytest.approx(HOUR)  # a long run: the hour only
+    budget.record("a", start=now[0] - 100)  # no end: it ends now, by the budget's clock
+    assert budget._spent["a"] == [(now[0] - 100, now[0])]
+    budget.record("a", start=now[0] - 470, end=now[0] - 100)  # 470 s used, 130 left
+    budget.admit("a", least=130.0)  # exactly what is asked for: admitted
+    with pytest.raises(RateLimited, match=r"\(600 s a visitor\)"):
+        budget.admit("a", least=130.5)
+    assert budget.remaining("a", running={"a": now[0] - 200}) == 0.0  # never below zero
+
+
 # ----------------------------------------------------------------------------- the budget of one run
 
 
@@ -222,6 +269,62 @@ def test_the_servers_counts_spare_runs_younger_than_the_keep_time_and_the_operat
     limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=2, keep_seconds=3600)
     assert prune(tmp_path, limits, now=now) == ["old"]  # still 4 runs: the young and the operator's stay
     assert operator.path.is_dir() and all(r.path.is_dir() for r in young) and not old.path.exists()
+
+
+def test_the_size_cap_deletes_the_oldest_ended_runs_until_the_rest_fit(tmp_path):
+    now = 100_000.0
+    runs = [made(tmp_path, f"r{i}", f"127.0.2.{i}", finished=now - 7200 + i) for i in range(4)]
+    size = lambda run: sum(f.stat().st_size for f in run.path.rglob("*") if f.is_file())  # noqa: E731
+    for run in runs:  # each run's folder made exactly 1 MB
+        (run.path / "weights.bin").write_bytes(b"0" * (1_000_000 - size(run)))
+    assert [size(r) for r in runs] == [1_000_000] * 4
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=None, max_runs_mb=2.5, keep_seconds=3600)
+    assert prune(tmp_path, replace(limits, max_runs_mb=None), now=now) == []  # no cap: nothing goes
+    assert prune(tmp_path, limits, now=now) == ["r0", "r1"]  # the two newest fit in 2.5 MB, three do not
+    assert prune(tmp_path, replace(limits, max_runs_mb=2.0), now=now) == []  # exactly the cap: kept
+    assert prune(tmp_path, replace(limits, max_runs_mb=1.999), now=now) == ["r2"]
+
+
+def test_pruning_spares_a_run_in_training_and_a_protected_one_and_keeps_counting(tmp_path):
+    from rloo_demo.store.process import process_identity
+
+    now = 100_000.0
+    training = made(tmp_path, "training", "127.0.3.1", finished=now - 9000, status="running")
+    training.set_status("running", **process_identity())  # this process trains it
+    made(tmp_path, "protected", "127.0.3.2", finished=now - 8000)
+    made(tmp_path, "old", "127.0.3.3", finished=now - 7000)
+    made(tmp_path, "newer", "127.0.3.4", finished=now - 6000)
+    made(tmp_path, "newest", "127.0.3.5", finished=now - 5000)
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=3, keep_seconds=3600)
+    assert prune(tmp_path, limits, protect={"protected"}, now=now) == ["old", "newer"]  # past both spared ones
+    assert (tmp_path / "training").is_dir() and (tmp_path / "protected").is_dir()
+
+
+def test_a_runs_end_is_read_from_its_latest_time_it_has(tmp_path):
+    """``finished``, else ``updated``, else ``created``, else the folder's time: a run with no end recorded is not
+    taken for one that ended at time 0."""
+    import json
+    import os
+
+    now = 100_000.0
+    times = {"f": {"finished": now - 10}, "u": {"updated": now - 10}, "c": {"created": now - 10}, "m": {}}
+    for name, keys in times.items():
+        run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=name))
+        status = {"status": "finished", "owner": f"own-{name}", "visitor": visitor_digest(name), **keys}
+        (run.path / "status.json").write_text(json.dumps(status))
+        os.utime(run.path, (now - 10, now - 10))
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=0, keep_seconds=60)
+    assert prune(tmp_path, limits, now=now) == []  # each ended 10 s ago, by whichever time it has
+    assert sorted(prune(tmp_path, limits, now=now + 100)) == ["c", "f", "m", "u"]
+
+
+def test_a_visitors_own_cap_counts_its_client_where_no_address_was_recorded(tmp_path):
+    now = 100_000.0
+    for i in range(3):
+        run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=f"o{i}"))
+        run.set_status("finished", finished=now - 100 + i, owner="own-x")  # an owner, no visitor
+    limits = replace(PUBLIC, max_runs_per_visitor=1, keep_runs=None, max_runs_mb=None, keep_seconds=3600)
+    assert prune(tmp_path, limits, now=now) == ["o1", "o0"]  # its own beyond one, young as they are
 
 
 def test_a_full_disk_is_pruned_before_a_start_is_refused(runner, tmp_path, monkeypatch):

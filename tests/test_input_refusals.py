@@ -155,3 +155,94 @@ def test_the_api_cuts_a_long_prompt_and_refuses_25000_characters_without_a_trace
     assert "30000 characters long" in out["error"] and "at most 4000" in out["error"], out
     no_traceback(caplog, capfd)
     assert httpx.get(url, timeout=10).status_code == 200
+
+
+# ----------------------------------------------------------------------------- cut_to_fit itself, without a server
+# (fast: these are the tests of models/sampling.py's cut in pyproject.toml's [tool.mutmut] selection)
+
+POLICY = ASSETS_DIR / "tiny-imdb-gpt2"
+REVIEW = "a slow, thoughtful and in the end rather wonderful film about two brothers and their father. " * 8
+
+
+def n_tokens(text: str) -> int:
+    return len(_tokenizer(str(POLICY))(text).input_ids)
+
+
+def chat(text: str) -> str:  # a stand-in template around the text (the real ones add a few tokens like this)
+    return f"System: be kind.\nUser: {text}\nAssistant:"
+
+
+@pytest.mark.parametrize("render", [None, chat], ids=["text", "template"])
+@pytest.mark.parametrize(("new_tokens", "max_ctx"), [(8, 64), (40, 100), (3, 30)])
+def test_cut_to_fit_keeps_the_longest_end_that_fits(render, new_tokens, max_ctx):
+    from rloo_demo.models.sampling import cut_to_fit
+
+    shown = render or (lambda t: t)
+    room = max_ctx - new_tokens
+    assert n_tokens(shown(REVIEW)) > room + 20, "the test's text must overflow the room by far"
+    cut, dropped, had = cut_to_fit(_tokenizer(str(POLICY)), REVIEW, new_tokens, max_ctx, render)
+    start = len(REVIEW) - len(cut)
+    assert 0 < start < len(REVIEW) and REVIEW[start:] == cut  # an end of the text, cut at a character
+    assert n_tokens(shown(cut)) <= room  # it fits the room left by the new tokens ...
+    assert n_tokens(shown(REVIEW[start - 1 :])) > room  # ... and one character more would not: the longest end
+    assert had == n_tokens(shown(REVIEW))
+    assert dropped == n_tokens(REVIEW) - n_tokens(cut) and dropped > 1
+
+
+def test_cut_to_fit_leaves_a_text_that_fits_whole_and_says_it_dropped_nothing():
+    from rloo_demo.models.sampling import cut_to_fit
+
+    text = "a lovely film"
+    had = n_tokens(text)
+    tok = _tokenizer(str(POLICY))
+    assert cut_to_fit(tok, text, 10, 10 + had) == (text, 0, had)  # exactly the room: kept whole
+    cut, dropped, _ = cut_to_fit(tok, text, 11, 10 + had)  # one token short: cut
+    assert text.endswith(cut) and cut != text and dropped == had - n_tokens(cut) >= 1
+
+
+def test_cut_to_fit_counts_one_dropped_token_at_least():
+    """A cut that re-tokenises to as many tokens as the whole (a cut inside a word's token) still says 1."""
+    from rloo_demo.models.sampling import cut_to_fit
+
+    tok = _tokenizer(str(POLICY))
+    text = "wonderful"  # several tokens; the cut keeps its end
+    had = n_tokens(text)
+    assert had >= 2
+    cut, dropped, _ = cut_to_fit(tok, text, 1, had)  # room had - 1
+    assert n_tokens(cut) <= had - 1 and dropped == max(1, had - n_tokens(cut))
+
+
+def test_cut_to_fit_refuses_what_cannot_fit():
+    from rloo_demo.errors import InputError
+    from rloo_demo.models.sampling import cut_to_fit
+
+    tok = _tokenizer(str(POLICY))
+    with pytest.raises(InputError, match="64 new tokens do not fit this model's context of 64 tokens"):
+        cut_to_fit(tok, "good", 64, 64)
+    assert cut_to_fit(tok, "", 63, 64) == ("", 0, 0)  # one token of room: an empty text fits
+    template = n_tokens(chat(""))
+    with pytest.raises(
+        InputError,
+        match=f"prompt is {n_tokens(chat(REVIEW)):,} tokens long; this policy reads {template + 2} tokens, 3 of them",
+    ) as refused:
+        cut_to_fit(tok, REVIEW, 3, template + 2, chat)  # the template alone needs more than the room left
+    assert "the template around it leaves no room" in str(refused.value)
+    cut, _, _ = cut_to_fit(tok, REVIEW, 3, template + 3, chat)  # the template alone fits exactly: little text left
+    assert n_tokens(chat(cut)) <= template and n_tokens(chat(REVIEW[len(REVIEW) - len(cut) - 1 :])) > template
+
+
+def test_fit_prompt_reads_the_policys_own_context(tmp_path):
+    import json
+
+    from rloo_demo.errors import InputError
+    from rloo_demo.models.sampling import cut_to_fit, fit_prompt
+
+    context = json.loads((POLICY / "config.json").read_text())["n_positions"]
+    long = REVIEW * 3
+    assert n_tokens(long) > context
+    expected = cut_to_fit(_tokenizer(str(POLICY)), long, 16, context)
+    assert fit_prompt(str(POLICY), long, 16) == (*expected, context)
+    assert n_tokens(expected[0]) <= context - 16
+    assert fit_prompt(str(tmp_path), long, 16) == (long, 0, 0, None)  # no config: left to the model's load
+    with pytest.raises(InputError, match="lone surrogate at character 3"):
+        fit_prompt(str(POLICY), "abc\ud800", 16)

@@ -10,6 +10,7 @@ import pytest
 from rloo_demo.config import RunConfig
 from rloo_demo.engine.trl_args import peft_config
 from rloo_demo.errors import ConfigError
+from rloo_demo.server.cache import LRU
 from rloo_demo.store.folder import RunFolder
 from rloo_demo.ui.forms import FIELD, FORM_FIELDS, config_from_form, defaults, form_settings
 from rloo_demo.ui.views import arithmetic_markdown, cli_command, group_rows, groups_html, run_rows, status_line
@@ -160,6 +161,7 @@ def test_pages_watching_the_same_step_share_one_build_of_the_plots(monkeypatch):
 
     builds = []
     real = train_tab.figures
+    monkeypatch.setattr(train_tab, "_FIGURES", LRU(96))
     monkeypatch.setattr(train_tab, "figures", lambda *a, **k: builds.append(a[1:]) or real(*a, **k))
     records = [{"step": s, "logged_at": 1000.0 + s, "reward": 0.1 * s, "kl": 0.01 * s} for s in range(1, 6)]
     ui = SimpleNamespace(status="status", run_error="error", plots=[f"plot{i}" for i in range(10)], drawn="drawn")
@@ -213,7 +215,9 @@ def test_visitors_are_told_apart_by_forwarded_for_only_behind_a_proxy(monkeypatc
 
 def test_the_smoothing_slider_event_goes_through_the_shared_builds(tmp_path, monkeypatch):
     """The slider's release event (``train_redraw``) is callable by any client with any value: it must use the
-    same shared, snapped builds as the tick, not build the plots on every call."""
+    same shared, snapped builds as the tick, not build the plots on every call. The shared builds start empty here:
+    they live as long as the process, and mutmut runs this test twice in one (its stats, then its clean run), where
+    the second found the first's builds and built nothing."""
     import math
 
     from rloo_demo.server.runner import Runner
@@ -229,6 +233,7 @@ def test_the_smoothing_slider_event_goes_through_the_shared_builds(tmp_path, mon
     redraw = next(fn.fn for fn in demo.fns.values() if fn.api_name == "train_redraw")
     builds = []
     real = train_tab.figures
+    monkeypatch.setattr(train_tab, "_FIGURES", LRU(96))
     monkeypatch.setattr(train_tab, "figures", lambda *a, **k: builds.append(a[1:]) or real(*a, **k))
     outs = [redraw("slid", value, "en") for value in (0.31, 0.3, 0.29999, math.nan, "x")]
     assert builds == [(0.3, "en"), (None, "en")]
