@@ -24,6 +24,15 @@ class InputError(UserError):
     """A request value of the wrong type, out of range, or not allowed on this server."""
 
 
+class TooLong(InputError):
+    """A text past this server's limit on its length: ``chars`` long where ``limit`` are taken (the page writes the
+    refusal again in its own language from the two numbers)."""
+
+    def __init__(self, name: str, chars: int, limit: int):
+        self.name, self.chars, self.limit = name, chars, limit
+        super().__init__(f"{name} is {chars} characters long; this server takes at most {limit}")
+
+
 class NotFound(UserError):
     """A run, model or file that does not exist (or is not visible to the caller)."""
 

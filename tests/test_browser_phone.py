@@ -1,6 +1,7 @@
 """The page on a phone (390x844) in a real browser, in English, Russian and Georgian: on every tab no label is
 broken inside a word (nor cut at its box's edge), slider labels sit above their controls, the Runs table scrolls
-sideways with its first column in place, and plotly's toolbar shows only while the pointer is on a plot. The same
+sideways with its first column (header and body) in place, an empty plot's note stays inside the plot, and plotly's
+toolbar shows only while the pointer is on a plot. The same
 label check at a desktop's 1440x900. Screenshots of every tab go to ``artifacts/``.
 
 ``python -m pytest tests/test_browser_phone.py`` (about two minutes; needs /usr/bin/chromium and a font with
@@ -56,8 +57,9 @@ BROKEN_WORDS_JS = """() => {
 SLIDER_LABELS_JS = """() => [...document.querySelectorAll('input[type=range]')].filter((r) => r.offsetParent)
   .map((r) => { const label = r.closest('.block').querySelector('[data-testid="block-info"]');
     return [label.innerText, label.getBoundingClientRect().bottom <= r.getBoundingClientRect().top + 1]; })"""
-# The Runs table: its scroll box, scrolled to the far right, shows the last header and keeps the first in place.
-# Headers only: gradio's virtual body rows are not checked (their first column does not stay yet)
+# The Runs table: its scroll box, scrolled to the far right, shows the last header and keeps the first in place; in
+# the body (gradio's virtual rows, divs outside its <table>) each row's first cell, the run's name, stays where it
+# was, in the box, while its last cell moves.
 TABLE_SCROLL_JS = """() => {
   const table = document.querySelector('#runs-table table');
   let box = table.parentElement;
@@ -66,11 +68,22 @@ TABLE_SCROLL_JS = """() => {
   const heads = [...table.querySelectorAll('th')];
   const first = heads[0], last = heads[heads.length - 1];
   const before = first.getBoundingClientRect().left;
+  const rows = [...document.querySelectorAll('#runs-table .virtual-row')].map((row) => [...row.children]);
+  const left = (cell) => cell.getBoundingClientRect().left;
+  const rowsBefore = rows.map((cells) => [left(cells[0]), left(cells[cells.length - 1])]);
   box.scrollLeft = box.scrollWidth;
   const frame = box.getBoundingClientRect(), r = last.getBoundingClientRect(), f = first.getBoundingClientRect();
+  const body = rows.map((cells, i) => ({name: cells[0].innerText.trim(),
+    kept: Math.abs(left(cells[0]) - rowsBefore[i][0]) <= 1 && left(cells[0]) >= frame.left - 1,
+    moved: left(cells[cells.length - 1]) < rowsBefore[i][1] - 1}));
   return {scrolled: box.scrollLeft > 0, last_in_view: r.right <= frame.right + 1 && r.left >= frame.left - 1,
-          first_kept: Math.abs(f.left - before) <= 1, last_hidden_by_first: r.left < f.right - 1};
+          first_kept: Math.abs(f.left - before) <= 1, last_hidden_by_first: r.left < f.right - 1, body};
 }"""
+# Each visible plot's notes (an empty plot's "no point yet", broken into lines) inside the plot's own box
+NOTES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter((p) => p.offsetParent).flatMap((p) => {
+  const frame = p.getBoundingClientRect();
+  return [...p.querySelectorAll('.annotation-text')].map((a) => { const r = a.getBoundingClientRect();
+    return [a.textContent, r.left >= frame.left - 1 && r.right <= frame.right + 1]; }); })"""
 TWO_FRAMES_JS = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 MODEBAR_JS = """() => { const m = document.querySelector('#reward-plot .modebar-container');
   return m ? Number(getComputedStyle(m).opacity) : null; }"""
@@ -138,9 +151,30 @@ def test_every_tab_reads_on_a_phone_in_three_languages(tmp_path):
                         assert scroll is not None, f"{locale}: the Runs table does not scroll sideways"
                         assert scroll["scrolled"] and scroll["last_in_view"], (locale, scroll)
                         assert scroll["first_kept"] and not scroll["last_hidden_by_first"], (locale, scroll)
+                        names = sorted(row["name"] for row in scroll["body"])
+                        assert names == [f"phone-run-{i:02d}" for i in range(3)], (locale, scroll)  # make_runs'
+                        assert all(row["kept"] and row["moved"] for row in scroll["body"]), (locale, scroll)
                         page.screenshot(path=str(ARTIFACTS / f"phone-{locale}-runs-scrolled.png"))
                 context.close()
         assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+        browser.close()
+
+
+@pytest.mark.slow
+def test_the_empty_plots_notes_stay_inside_their_plots_on_a_phone_in_russian(tmp_path):
+    """Before the first run every plot says it has no point yet; in Russian, on one line, that ran past the plot."""
+    from playwright.sync_api import sync_playwright
+
+    (tmp_path / "runs").mkdir()
+    with running_app(tmp_path / "runs") as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        context, page = open_page(browser, url, "ru", PHONE)
+        first = load("ru")["plot.no_reward"].split()[0]
+        wait_until(lambda: any(text.startswith(first) for text, _ in page.evaluate(NOTES_JS)), timeout=30)
+        page.screenshot(path=str(ARTIFACTS / "phone-ru-empty-plots.png"), full_page=True)
+        notes = page.evaluate(NOTES_JS)
+        assert all(inside for _, inside in notes), notes
+        context.close()
         browser.close()
 
 

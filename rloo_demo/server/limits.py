@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from rloo_demo.config import MAX_SEED, TEMPERATURE_RANGE, RunConfig, _short_repr, text_problem
-from rloo_demo.errors import ConfigError, InputError
+from rloo_demo.errors import ConfigError, InputError, TooLong
 from rloo_demo.models.hub import EMBEDDED_CLASSIFIER, EMBEDDED_POLICY
 from rloo_demo.task.data import EMBEDDED_SOURCE as EMBEDDED_DATA
 from rloo_demo.task.rewards import KEYWORD_PREFIX, LENGTH_TARGET_PREFIX, MODULE_PREFIX
@@ -308,7 +308,7 @@ def as_text(name: str, value, max_chars: int) -> str:
     if not isinstance(value, str):
         raise InputError(f"{name} must be a text, not {_short_repr(value)}")
     if len(value) > max_chars:
-        raise InputError(f"{name} is {len(value)} characters long; this server takes at most {max_chars}")
+        raise TooLong(name, len(value), max_chars)
     problem = text_problem(value)
     if problem:
         raise InputError(f"{name} {problem}")

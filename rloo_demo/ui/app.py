@@ -34,6 +34,7 @@ from rloo_demo.ui.common import L, Page, caller_of, guarded
 from rloo_demo.ui.controller import Controller
 from rloo_demo.ui.gradio_internals import cheap_skips, event_kind, queued_events, quiet_queue, session_lifespan
 from rloo_demo.ui.views import text
+from rloo_demo.ui.views.train import idle_status
 
 TICK_SECONDS = 1.0
 SHUTDOWN_SECONDS = 8.0  # on SIGTERM, how long a run may take to reach its step boundary and save (docker: 10 s)
@@ -87,7 +88,9 @@ td.rloo-neg { background: rgba(217, 83, 79, 0.18); }
   /* tables scroll sideways inside their box, the first column (a run's name) staying in sight */
   .table-wrap, .virtual-table-viewport { overflow-x: auto !important; }
   .table-wrap th .header-content span { white-space: nowrap; }
-  .table-wrap th:first-child, .table-wrap td:first-child {  /* gradio's body rows sit outside its <table> */
+  /* the header's first cell, and the body's: gradio draws the body as rows of divs outside its <table>, and its
+     pinned_columns (set on the Runs table) marks the column without making it stay */
+  .table-wrap th:first-child, .table-wrap .virtual-row .body-cell.first-column {
     position: sticky; left: 0; z-index: 2; background: var(--background-fill-primary); }
 }
 """
@@ -121,9 +124,11 @@ def build_app(controller: Controller) -> gr.Blocks:
             with gr.Tab(L("tab.rollouts"), id="rollouts") as rollouts_el:
                 ro = rollouts_tab.build(page, rollouts_el)
             with gr.Tab(L("tab.compare"), id="compare") as compare_el:
-                compare_tab.build(page, compare_el)
+                cm = compare_tab.build(page, compare_el)
             with gr.Tab(L("tab.runs"), id="runs") as runs_el:
-                rollouts_tab.wire_open_run(page, ro, runs_tab.build(page, runs_el).table)  # a row opens its run
+                rn = runs_tab.build(page, runs_el)
+                rollouts_tab.wire_open_run(page, ro, rn.table)  # a row opens its run
+        rollouts_tab.wire_open_step(page, ro, tr.alert_open, tr.alert_step)  # a warning opens its step
         for el, tab_id in ((train_el, "train"), (rollouts_el, "rollouts"), (compare_el, "compare"), (runs_el, "runs")):
             el.select(
                 lambda t=tab_id: t, None, page.tab, api_name=f"show_{tab_id}", api_visibility="private", queue=False
@@ -147,7 +152,7 @@ def build_app(controller: Controller) -> gr.Blocks:
                     ro.shown: -1,
                     page.locale: locale,
                     language: locale,
-                    tr.status: train_tab.idle_status(locale),
+                    tr.status: idle_status(locale),
                     tr.estimate: controller.estimate(tr.defaults, locale),
                 }
             )
@@ -172,15 +177,16 @@ def build_app(controller: Controller) -> gr.Blocks:
             api_visibility="private",
             queue=False,  # a cheap plain request: a page always loads, however full the queue is
         )
-        _wire_language(page, language, tabs, tr, ro)
+        _wire_language(page, language, tabs, tr, ro, cm, rn)
         register_api(controller)
     return demo
 
 
-def _wire_language(page: Page, language: gr.Dropdown, tabs: dict, tr, ro) -> None:
+def _wire_language(page: Page, language: gr.Dropdown, tabs: dict, tr, ro, cm, rn) -> None:
     """The header selector: the browser switches its texts in place (``locale_switch``), then the server sends the
     tab labels again and writes its own text in the new language; the page's next tick redraws the run's plots and
-    the Rollouts tab (drawn and shown reset), and a tab selected later renders in it."""
+    the Rollouts tab (drawn and shown reset). Compare's tables (from its last answers) and the Runs table, which
+    stay on screen until an event redraws them, are written again at once."""
     controller = page.controller
 
     @guarded(controller, lambda msg: {tr.run_error: msg})
@@ -195,10 +201,10 @@ def _wire_language(page: Page, language: gr.Dropdown, tabs: dict, tr, ro) -> Non
         }
         if view is None:  # no run: the idle line and the titled empty axes, in the new language
             empty = dict(zip(tr.plots, train_tab.figures([], None, locale), strict=True))
-            return out | empty | {tr.status: train_tab.idle_status(locale)}
+            return out | empty | {tr.status: idle_status(locale)}
         return out | train_tab.render(tr, view, smoothing, -1, locale)
 
-    language.input(
+    switched = language.input(
         choose,
         [language, page.watched, tr.smoothing, *tr.form],
         [
@@ -212,11 +218,39 @@ def _wire_language(page: Page, language: gr.Dropdown, tabs: dict, tr, ro) -> Non
             *tr.plots,
             tr.alerts,
             tr.summary,
+            *tr.alert_link,
         ],
         js=locale_switch.CHOOSE_JS,
         api_name="page_language",
         api_visibility="private",
         queue=False,  # cheap, and a page switches its language however full the queue is
+    )
+
+    @guarded(controller, lambda msg: {cm.result: gr.skip()})
+    def compare_again(locale, result, evaluation):
+        # a dict with a key is read as updates: the state is sent back as it is
+        return {cm.result: result} | compare_tab.relocalized(cm, result, evaluation, controller.locale(locale))
+
+    switched.then(
+        compare_again,
+        [page.locale, cm.result, cm.eval_result],
+        [cm.result, cm.summary, cm.base, cm.trained, cm.eval_report, cm.eval_plot],
+        api_name="compare_language",
+        api_visibility="private",
+        queue=False,
+    )
+
+    @guarded(controller, lambda msg: {rn.message: msg})
+    def runs_again(locale):
+        return {rn.table: runs_tab.run_table(controller.list_runs(), controller.locale(locale))}
+
+    switched.then(
+        runs_again,
+        [page.locale],
+        [rn.table, rn.message],
+        api_name="runs_language",
+        api_visibility="private",
+        queue=False,
     )
 
 

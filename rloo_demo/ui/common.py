@@ -13,11 +13,12 @@ from gradio.components.plot import PlotData
 from gradio.i18n import I18nData
 
 from rloo_demo import i18n
-from rloo_demo.errors import UserError
+from rloo_demo.errors import TooLong, UserError
 from rloo_demo.server.admission import read_admitted, stamped_visitor
 from rloo_demo.server.gates import Caller
 from rloo_demo.server.limits import trusted_proxies_from_env, visitor_address
 from rloo_demo.ui.controller import Controller
+from rloo_demo.ui.plots.base import wrapped_notes
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,10 @@ def caller_of(request: gr.Request | None, client_id=None) -> Caller:
 
 
 def as_plot(figure: dict) -> PlotData:
-    """A figure dict as gr.Plot's payload. The builders make plain dicts, not ``go.Figure``s: plotly's validation
-    costs milliseconds a figure, GIL time that the training thread in this process would lose at every redraw."""
-    return PlotData(type="plotly", plot=json.dumps(figure))
+    """A figure dict as gr.Plot's payload, its notes broken into lines (``plots.base.wrapped_notes``). The builders
+    make plain dicts, not ``go.Figure``s: plotly's validation costs milliseconds a figure, GIL time that the training
+    thread in this process would lose at every redraw."""
+    return PlotData(type="plotly", plot=json.dumps(wrapped_notes(figure)))
 
 
 def guarded(controller: Controller, on_error):
@@ -80,10 +82,10 @@ def guarded(controller: Controller, on_error):
             if not takes_locale:
                 return on_error(controller.error_text(exc))
             try:
-                locale = signature.bind_partial(*args, **kwargs).arguments.get("locale")
+                locale = i18n.normalize(signature.bind_partial(*args, **kwargs).arguments.get("locale"))
             except TypeError:
-                locale = None
-            return on_error(controller.error_text(exc), i18n.normalize(locale))
+                locale = i18n.normalize(None)
+            return on_error(translated_refusal(exc, locale) or controller.error_text(exc), locale)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -97,6 +99,14 @@ def guarded(controller: Controller, on_error):
         return wrapper
 
     return decorate
+
+
+def translated_refusal(exc: BaseException, locale: str) -> str | None:
+    """A refusal the page writes in its own language from the numbers the error carries (a prompt past the
+    server's length limit, from Compare or the probe), else None: the engine's English message is shown."""
+    if isinstance(exc, TooLong) and exc.name == "prompt":
+        return i18n.t(locale, "prompt.too_long", chars=f"{exc.chars:,}", limit=f"{exc.limit:,}")
+    return None
 
 
 def error_markdown(message: str, locale: str = "en") -> str:

@@ -61,9 +61,8 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
             "This movie was",
             label=L("compare.prompt"),
             scale=3,
-            elem_id="compare-prompt",
-            max_length=limits.max_prompt_chars,
-        )
+            elem_id="compare-prompt",  # no max_length: the browser cut a pasted prompt without a word; the
+        )  # server refuses one past ``limits.max_prompt_chars`` with the limit named
         ui.heldout = gr.Dropdown([], label=L("compare.heldout"), scale=2)
     with gr.Row():
         ui.num_samples = gr.Slider(1, min(16, limits.max_compare_samples), value=4, step=1, label=L("compare.samples"))
@@ -78,6 +77,8 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
         ui.top_p = gr.Slider(0.1, 1.0, value=1.0, step=0.05, label=L("compare.top_p"))
         ui.seed = gr.Number(0, label=L("common.seed"), precision=0, minimum=0)
     ui.sample = gr.Button(L("compare.sample"), variant="primary", elem_id="sample-btn")
+    # the last answers, so a language switch writes the tables again in the new language (``ui.app``)
+    ui.result, ui.eval_result = gr.State(None), gr.State(None)
     ui.summary = gr.Markdown("", elem_id="compare-summary")
     with gr.Row(equal_height=False, elem_id="compare-tables"):
         # side by side on a desktop; on a phone they stack (COMPARE_CSS), so each completion has the screen's width
@@ -128,14 +129,13 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         api_visibility="private",
     )
 
-    @guarded(controller, lambda msg, locale: {ui.summary: error_markdown(msg, locale), ui.base: "", ui.trained: ""})
+    @guarded(
+        controller,
+        lambda msg, locale: {ui.summary: error_markdown(msg, locale), ui.base: "", ui.trained: "", ui.result: None},
+    )
     def sample(cid, name, prompt, n, max_new, temperature, top_p, seed, locale="en", request: gr.Request = None):
         result = controller.compare(name, prompt, n, max_new, temperature, top_p, seed, caller_of(request, cid))
-        return {
-            ui.summary: compare_summary(result, locale),
-            ui.base: compare_html(result["base"], t(locale, "compare.base"), locale),
-            ui.trained: compare_html(result["trained"], t(locale, "compare.trained"), locale),
-        }
+        return {ui.result: result, **samples_shown(ui, result, locale)}
 
     ui.sample.click(
         sample,
@@ -150,14 +150,17 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
             ui.seed,
             page.locale,
         ],
-        [ui.summary, ui.base, ui.trained],
+        [ui.summary, ui.base, ui.trained, ui.result],
         api_name="compare_sample",
         api_visibility="private",
         concurrency_id="sampling",
         concurrency_limit=1,
     )
 
-    @guarded(controller, lambda msg, locale: {ui.eval_report: _error_html(msg, locale), ui.eval_plot: None})
+    @guarded(
+        controller,
+        lambda msg, locale: {ui.eval_report: _error_html(msg, locale), ui.eval_plot: None, ui.eval_result: None},
+    )
     def evaluate(cid, name, n, seed, locale="en", request: gr.Request = None, progress=gr.Progress()):  # noqa: B008
 
         result = controller.evaluate(
@@ -167,21 +170,42 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
             caller_of(request, cid),
             progress=lambda done, total: progress(done / total, desc=t(locale, "compare.progress")),
         )
-        note = "" if result["saved"] else f"<p class='rloo-small'>{t(locale, 'compare.not_saved')}</p>"
-        return {
-            ui.eval_report: eval_report_html(result, locale) + note,
-            ui.eval_plot: as_plot(localize_figure(plots.eval_histogram(result), locale)),
-        }
+        return {ui.eval_result: result, **evaluation_shown(ui, result, locale)}
 
     ui.evaluate.click(
         evaluate,
         [page.client_id, ui.run, ui.eval_prompts, ui.eval_seed, page.locale],
-        [ui.eval_report, ui.eval_plot],
+        [ui.eval_report, ui.eval_plot, ui.eval_result],
         api_name="compare_evaluate",
         api_visibility="private",
         concurrency_id="sampling",
         concurrency_limit=1,
     )
+
+
+def samples_shown(ui: SimpleNamespace, result: dict, locale: str) -> dict:
+    """The summary and both tables of one Compare answer, in ``locale``."""
+    return {
+        ui.summary: compare_summary(result, locale),
+        ui.base: compare_html(result["base"], t(locale, "compare.base"), locale),
+        ui.trained: compare_html(result["trained"], t(locale, "compare.trained"), locale),
+    }
+
+
+def evaluation_shown(ui: SimpleNamespace, result: dict, locale: str) -> dict:
+    """The report and the histogram of one evaluation, in ``locale``."""
+    note = "" if result.get("saved") else f"<p class='rloo-small'>{t(locale, 'compare.not_saved')}</p>"
+    return {
+        ui.eval_report: eval_report_html(result, locale) + note,
+        ui.eval_plot: as_plot(localize_figure(plots.eval_histogram(result), locale)),
+    }
+
+
+def relocalized(ui: SimpleNamespace, result, evaluation, locale: str) -> dict:
+    """What the tab shows, written again in ``locale`` from its last answers (a language switch): nothing where
+    there is no answer yet, so an error on screen stays as it is."""
+    out = samples_shown(ui, result, locale) if isinstance(result, dict) else {}
+    return out | (evaluation_shown(ui, evaluation, locale) if isinstance(evaluation, dict) else {})
 
 
 def _error_html(message: str, locale: str) -> str:

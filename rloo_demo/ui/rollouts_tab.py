@@ -156,6 +156,32 @@ def wire_open_run(page: Page, ui: SimpleNamespace, runs_table: gr.Dataframe) -> 
     ).then(None, None, None, js=SHOW_ROLLOUTS_JS)
 
 
+def wire_open_step(page: Page, ui: SimpleNamespace, button: gr.Button, step: gr.State) -> None:
+    """The Train tab's alert button opens the watched run here at the step its first warning fired (the nearest
+    step with rollouts, where a run records only some), nothing selected, not following, and shows this tab."""
+    controller = page.controller
+
+    @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
+    def open_step(watched, fired, locale="en"):
+        steps = controller.rollout_steps(watched) if isinstance(watched, str) and watched else []
+        if not steps or not isinstance(fired, int) or isinstance(fired, bool):
+            return {ui.arithmetic: t(locale, "common.select_row")}
+        at = min(steps, key=lambda s: (abs(s - fired), s))
+        return (
+            step_view(ui, controller, watched, at, None, steps, locale=locale)
+            | unselected(ui, locale)
+            | {ui.follow: False}
+        )
+
+    button.click(
+        open_step,
+        [page.watched, step, page.locale],
+        ui.view_outputs,
+        api_name="rollouts_open_step",
+        api_visibility="private",
+    ).then(None, None, None, js=SHOW_ROLLOUTS_JS)
+
+
 def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     controller = page.controller
     _wire_view(ui, page, tab)

@@ -41,7 +41,8 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
         ui.refresh = gr.Button(L("runs.refresh"), scale=0, min_width=100)
     ui.message = gr.Markdown("", elem_classes=["rloo-error"], elem_id="runs-message")
     headers = [L(f"runs.col_{c}") for c in RUN_COLUMNS]
-    ui.table = gr.Dataframe(headers=headers, interactive=False, wrap=True, elem_id="runs-table")
+    # the first column (the run) pinned: on a phone the table scrolls sideways under it
+    ui.table = gr.Dataframe(headers=headers, interactive=False, wrap=True, pinned_columns=1, elem_id="runs-table")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1):
             ui.overlay_runs = gr.CheckboxGroup([], label=L("runs.overlay_runs"))
@@ -94,13 +95,18 @@ def _listing(ui: SimpleNamespace, controller, selected, details, locale: str) ->
     pick = details if details in names else (names[0] if names else None)
     arenas = controller.arenas()
     return {
-        ui.table: gr.Dataframe(value=run_rows(summaries, locale), headers=run_headers(locale)),
+        ui.table: run_table(summaries, locale),
         ui.overlay_runs: gr.CheckboxGroup(choices=names, value=keep),
         # a run's label beside its name, which stays the value every event is sent
         ui.run: gr.Dropdown(choices=[(_shown(s), s["name"]) for s in summaries], value=pick),
         ui.arena: gr.Dropdown(choices=arenas, value=arenas[0] if arenas else None),
         ui.message: "",
     }
+
+
+def run_table(summaries: list[dict], locale: str) -> gr.Dataframe:
+    """The runs table in ``locale``: its headers and the words in its rows (a status, "yes"/"no")."""
+    return gr.Dataframe(value=run_rows(summaries, locale), headers=run_headers(locale))
 
 
 def _shown(summary: dict) -> str:
@@ -188,14 +194,24 @@ def _wire_manage(ui: SimpleNamespace, page: Page) -> None:
     listed = [ui.table, ui.overlay_runs, ui.run, ui.arena, ui.message]
 
     @guarded(controller, lambda msg, locale: {ui.manage_message: error_markdown(msg, locale)})
-    def notes(name, locale="en"):
+    def notes(cid, name, locale="en", request: gr.Request = None):
         stored = controller.run_notes(name) if name else {"label": "", "note": ""}
-        return {ui.label: stored["label"], ui.note: stored["note"], ui.manage_message: "", **hide}
+        # the buttons only for a run this visitor may change now (``server.manage``): in public mode one's own,
+        # never one in training; the server refuses the others anyway
+        allowed = not name or controller.may_manage(name, caller_of(request, cid))
+        return {
+            ui.label: gr.Textbox(value=stored["label"], interactive=allowed),
+            ui.note: gr.Textbox(value=stored["note"], interactive=allowed),
+            ui.save: gr.Button(interactive=allowed),
+            ui.delete: gr.Button(interactive=allowed),
+            ui.manage_message: "" if allowed else t(locale, "runs.not_manageable"),
+            **hide,
+        }
 
     ui.run.change(
         notes,
-        [ui.run, page.locale],
-        [ui.label, ui.note, ui.manage_message, ui.confirm, ui.cancel],
+        [page.client_id, ui.run, page.locale],
+        [ui.label, ui.note, ui.save, ui.delete, ui.manage_message, ui.confirm, ui.cancel],
         api_name="runs_notes",
         api_visibility="private",
     )

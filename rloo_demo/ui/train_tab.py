@@ -37,7 +37,7 @@ from rloo_demo.ui.forms import (
 from rloo_demo.ui.plots.thin import thinned
 from rloo_demo.ui.plots.train import mark_steps
 from rloo_demo.ui.views import status_line, text
-from rloo_demo.ui.views.train import alerts_html, phase_line, run_alerts, summary_markdown
+from rloo_demo.ui.views.train import alerts_html, failure_markdown, phase_line, run_alerts, summary_markdown
 
 # The callout and the summary; app.py adds this to the page's CSS.
 TRAIN_CSS = """
@@ -62,14 +62,8 @@ PLOT_NOTES = {
     "cosine_plot": "train.note_cosine",
 }
 
-ESTIMATE_FIELDS = (
-    "num_generations",
-    "prompts_per_step",
-    "max_steps",
-    "max_new_tokens",
-    "temperature",
-    "variance_every",
-)
+ESTIMATE_FIELDS = ("num_generations", "prompts_per_step", "max_steps", "max_new_tokens", "temperature")
+ESTIMATE_FIELDS += ("variance_every",)
 
 
 def build(page: Page) -> SimpleNamespace:
@@ -92,6 +86,9 @@ def build(page: Page) -> SimpleNamespace:
         ui.form_error = gr.Markdown("", elem_id="form-error", elem_classes=["rloo-error"])
         ui.run_error = gr.Markdown("", elem_classes=["rloo-error"], elem_id="run-error")
         ui.alerts = gr.HTML("", elem_id="train-alerts")  # the warnings, as a callout (views.train.alerts_html)
+        # the step the first warning fired at, and a button that opens it on the Rollouts tab (``rollouts_tab``)
+        ui.alert_step, ui.alert_open = gr.State(None), gr.Button("", visible=False, size="sm", elem_id="alert-open")
+        ui.alert_link = [ui.alert_step, ui.alert_open]
     ui.summary = gr.Markdown("", elem_id="run-summary")  # an ended run's summary (store.summary)
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
@@ -236,7 +233,7 @@ def build(page: Page) -> SimpleNamespace:
         ui.cosine_plot,
     ]
     # what a page tick updates on this tab (app._wire_tick's outputs)
-    ui.tick_outputs = [ui.status, ui.run_error, *ui.plots, ui.drawn, ui.start, ui.alerts, ui.summary]
+    ui.tick_outputs = [ui.status, ui.run_error, *ui.plots, ui.drawn, ui.start, ui.alerts, ui.summary, *ui.alert_link]
     ui.controller = page.controller
     _wire(ui, page)
     return ui
@@ -248,11 +245,6 @@ def _plot(ui: SimpleNamespace, attr: str, label: str, elem_id: str) -> None:
         setattr(ui, attr, gr.Plot(label=L(label), show_label=False, elem_id=elem_id))
         with gr.Accordion(L("common.what"), open=False, elem_classes=["rloo-plot-note"]):
             gr.Markdown(L(PLOT_NOTES[attr]), elem_classes=["rloo-small"], elem_id=f"{elem_id}-note")
-
-
-def idle_status(locale: str = "en") -> str:
-    """The status line before any run, in the page's language (written on load)."""
-    return i18n.t(locale, "train.no_run")
 
 
 def figures(records: list[dict], smoothing, locale: str = "en") -> list:
@@ -313,20 +305,12 @@ def shared_figures(view: RunView, smoothing, locale: str = "en") -> list | None:
     return built
 
 
-def failure_markdown(error: str, locale: str = "en") -> str:
-    """A failed run's error; one with several lines (a reward function's traceback) keeps them, in a block. The
-    frame is in the page's language, the error as the engine wrote it."""
-    head = i18n.t(locale, "train.run_failed")
-    if "\n" in error.strip():
-        return f"{head}\n\n<pre>{text(error.strip())}</pre>"
-    return f"{head} {text(error)}"
+_TEXTS = LRU(256)  # (run, records, last record, status, language) -> (alerts html, summary markdown, first step)
 
 
-_TEXTS = LRU(256)  # (run, records, last record, status, language) -> (alerts html, summary markdown)
-
-
-def _alerts_and_summary(ui: SimpleNamespace, view: RunView, locale: str) -> tuple[str, str]:
-    """The callout and the end-of-run summary of a run, built once per new step or status (like the figures)."""
+def _alerts_and_summary(ui: SimpleNamespace, view: RunView, locale: str) -> tuple[str, str, int | None]:
+    """The callout, the end-of-run summary and the step of the first warning (None: none) of a run, built once per
+    new step or status (like the figures)."""
     last = view.records[-1] if view.records else {}
     key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), view.status, locale)
     with _FIGURES_LOCK:
@@ -334,7 +318,8 @@ def _alerts_and_summary(ui: SimpleNamespace, view: RunView, locale: str) -> tupl
     if built is None:
         ended = ui.controller.run_summary(view.name, locale)  # None while it trains; saved as summary.json
         alerts = ended[1] if ended else run_alerts(view.records, locale)
-        built = (alerts_html(alerts, locale), summary_markdown(ended[0], alerts, locale) if ended else "")
+        first = alerts[0]["step"] if alerts else None
+        built = (alerts_html(alerts, locale), summary_markdown(ended[0], alerts, locale) if ended else "", first)
         with _FIGURES_LOCK:
             _TEXTS.put(key, built)
     return built
@@ -350,13 +335,15 @@ def render(ui: SimpleNamespace, view: RunView, smoothing, last_drawn, locale: st
         status = phase_line(phase, view.elapsed, view.max_steps, locale)
     else:
         status = status_line(view.status, view.records, view.max_steps, view.elapsed, view.name, view.reason, locale)
-    alerts, summary = _alerts_and_summary(ui, view, locale) if controller is not None else ("", "")
+    alerts, summary, fired = _alerts_and_summary(ui, view, locale) if controller is not None else ("", "", None)
     out = {
         ui.status: status,
         ui.run_error: failure_markdown(view.error, locale) if view.status == "failed" and view.error else "",
     }
     if controller is not None:
-        out |= {ui.alerts: alerts, ui.summary: summary}
+        out |= {ui.alerts: alerts, ui.summary: summary, ui.alert_step: fired}
+        label = i18n.t(locale, "alert.open", step=fired) if fired is not None else ""
+        out[ui.alert_open] = gr.Button(value=label, visible=fired is not None)
     if caller is not None and controller is not None:
         out[ui.start] = gr.Button(interactive=not ui.controller.trains_for(caller))
     built = shared_figures(view, smoothing, locale) if view.last_step != last_drawn else None

@@ -190,12 +190,45 @@ def _annotate(fig: Figure, **annotation) -> None:
     fig["layout"].setdefault("annotations", []).append(annotation)
 
 
+NOTE = "rloo-note"  # the name of an empty figure's note: broken into lines once it is translated (``wrapped_notes``)
+NOTE_CHARS = 34  # a note's longest line: at 13 px, about 260 px (a phone's plot is about 330 px wide)
+
+
 def _note(fig: Figure, text: str) -> Figure:
-    """Mark a figure as empty on purpose, so a blank plot reads as 'nothing to show' rather than 'broken'."""
-    _annotate(fig, text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 13})
+    """Mark a figure as empty on purpose, so a blank plot reads as 'nothing to show' rather than 'broken'. The
+    text stays one line here (the translations look it up whole); ``wrapped_notes`` breaks it for the page."""
+    _annotate(fig, text=text, name=NOTE, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 13})
     fig["layout"]["xaxis"]["showticklabels"] = False
     fig["layout"]["yaxis"]["showticklabels"] = False
     return fig
+
+
+def wrap_line(text: str, width: int = NOTE_CHARS) -> str:
+    """``text`` in lines of at most ``width`` characters (a longer word alone on its line), broken at spaces with
+    plotly's ``<br>``: plotly never wraps an annotation, and a note on one line ran past a phone's plot."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "<br>".join(lines)
+
+
+def wrapped_notes(fig: Figure) -> Figure:
+    """``fig`` with its notes (``_note``) broken into lines, as a shallow copy: ``fig``, which a cache may hold in
+    another language, is left as it is."""
+    notes = fig.get("layout", {}).get("annotations") or []
+
+    def wrap(note):
+        ours = isinstance(note, dict) and note.get("name") == NOTE and isinstance(note.get("text"), str)
+        return {**note, "text": wrap_line(note["text"])} if ours else note
+
+    if not any(wrap(n) is not n for n in notes):
+        return fig
+    return {**fig, "layout": {**fig["layout"], "annotations": [wrap(n) for n in notes]}}
 
 
 def _line(fig: Figure, x, y, name: str, color: str, smoothing: float, dash: str = "solid", legend=True) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+from rloo_demo.i18n import t
+
 POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
 
 
@@ -40,3 +42,13 @@ _MORE, _LESS = (232, 163, 61), (76, 155, 232)  # KL: the policy likes the token 
 
 def _f4(v) -> str:
     return "–" if v is None else f"{v:+.4f}"
+
+
+def prompt_cut_note(result: dict, locale: str = "en") -> str:
+    """Compare's and the probe's word on a prompt cut to fit the policy's context (``prompt_cut``: how many tokens
+    it had, the context, how many of its first tokens were dropped), in ``locale``; "" for a prompt that fit."""
+    cut = result.get("prompt_cut") if isinstance(result, dict) else None
+    if not isinstance(cut, dict):
+        return ""
+    numbers = {k: f"{cut[k]:,}" if isinstance(cut.get(k), int) else "?" for k in ("tokens", "context", "dropped")}
+    return "✂️ " + t(locale, "prompt.cut", **numbers)

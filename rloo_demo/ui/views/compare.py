@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rloo_demo.eval.judges import collapse_warning
 from rloo_demo.i18n import t
-from rloo_demo.ui.views.common import _judge, text
+from rloo_demo.ui.views.common import _judge, prompt_cut_note, text
 
 
 def compare_table(samples: list[dict], locale: str = "en") -> tuple[list[str], list[list]]:
@@ -120,7 +120,7 @@ def eval_report_html(result: dict, locale: str = "en") -> str:
 
 def compare_summary(result: dict, locale: str = "en") -> str:
     """Both models' mean reward on the compared prompt, the judges of their text, and the collapse warning (written
-    again in ``locale`` from the judges it was made of)."""
+    again in ``locale`` from the judges it was made of); first, where the prompt was cut to fit, how much."""
     mean = {k: sum(s["reward"] for s in result[k]) / len(result[k]) for k in ("base", "trained")}
     line = t(
         locale,
@@ -137,7 +137,8 @@ def compare_summary(result: dict, locale: str = "en") -> str:
         judged = judges if isinstance(judges, dict) and isinstance(judges.get("trained"), dict) else None
         warning = collapse_warning(judged["trained"], judged.get("base"), locale) if judged else None
         line += f"<br>**{text(warning or result['collapse_warning'])}**"
-    return line
+    cut = prompt_cut_note(result, locale)
+    return f"{cut}<br>{line}" if cut else line
 
 
 def judges_line(judges: dict, locale: str = "en") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from rloo_demo.i18n import t
-from rloo_demo.ui.views.common import _sign_class, text
+from rloo_demo.ui.views.common import _sign_class, prompt_cut_note, text
 from rloo_demo.ui.views.tokens import _token_text
 
 # The probe's policy labels, as the controller writes them (English): (pattern, key), the step number kept.
@@ -28,7 +28,8 @@ def probe_label(label, locale: str = "en") -> str:
 
 def probe_html(result: dict, locale: str = "en") -> str:
     """The history of one prompt: one column per policy (base, snapshots, the latest), one row per sample, each
-    cell tinted by the sign of its reward. The same seed for every column, so a row compares like with like."""
+    cell tinted by the sign of its reward. The same seed for every column, so a row compares like with like. A prompt
+    cut to fit the policy's context is said above the table, with how many tokens went."""
     steps = result.get("steps") or []
     if not steps:
         return f"<p class='rloo-empty'>{t(locale, 'probe.none')}</p>"
@@ -54,8 +55,10 @@ def probe_html(result: dict, locale: str = "en") -> str:
             else:
                 cells.append("<td></td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
+    cut = prompt_cut_note(result, locale)
+    cut = f"<p class='rloo-prompt-cut'>{text(cut)}</p>" if cut else ""
     return (
-        f"<div class='rloo-probe'><div class='rloo-prompt'>{t(locale, 'probe.prompt')} "
+        f"<div class='rloo-probe'>{cut}<div class='rloo-prompt'>{t(locale, 'probe.prompt')} "
         f"<b>{_token_text(result.get('prompt', ''))}</b>…"
         f"</div><table class='rloo-table rloo-probe-table'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div>"

@@ -257,3 +257,17 @@ def summary_markdown(summary: dict | None, alerts: list[dict], locale: str = "en
     else:
         verdict = t(locale, "summary.no_alerts")
     return f"{head}\n\n{table}\n\n{verdict}"
+
+
+def failure_markdown(error: str, locale: str = "en") -> str:
+    """A failed run's error; one with several lines (a reward function's traceback) keeps them, in a block. The
+    frame is in the page's language, the error as the engine wrote it."""
+    head = t(locale, "train.run_failed")
+    if "\n" in error.strip():
+        return f"{head}\n\n<pre>{text(error.strip())}</pre>"
+    return f"{head} {text(error)}"
+
+
+def idle_status(locale: str = "en") -> str:
+    """The status line before any run, in the page's language (written on load)."""
+    return t(locale, "train.no_run")
