@@ -110,6 +110,8 @@ def test_jsonl_reader_skips_and_counts_bad_lines_and_waits_for_a_torn_one(tmp_pa
         ("config.yaml", b"num_generations: 4\nsetting_from_a_newer_version: 1\n", "unknown setting"),
         ("config.yaml", b"max_steps: [1,\n", "not valid YAML"),
     ],
+    ids=["bad-json", "bad-status", "not-utf8-status", "not-utf8-config", "unknown-setting", "bad-yaml"],  # plain
+    # ids: one with a backslash (the bytes' repr) is not found again when mutmut reselects the test
 )
 def test_an_unreadable_run_is_listed_as_such_and_breaks_nothing(tmp_path, filename, content, reason):
     good = make_run(tmp_path, "good", status="finished")
