@@ -27,21 +27,34 @@ def main(runs_dir: str, only: set[str]) -> None:
         page.wait_for_selector("#start-btn")
         wait_until(lambda: page.evaluate(REWARD_POINTS_JS) > 0, timeout=60)
         time.sleep(1)
-        if "train" in only:
-            page.screenshot(path=str(ROOT / "docs" / "train-tab.png"), full_page=True)
+        if "train" in only:  # the first screen: the action bar (Start, the status) over the settings and plots
+            page.screenshot(path=str(ROOT / "docs" / "train-tab.png"), full_page=True, clip=TRAIN_CLIP)
+            small(ROOT / "docs" / "train-tab.png")
         page.get_by_role("tab", name="Rollouts").click()
         page.wait_for_selector("#rollout-groups table.rloo-table tbody tr", timeout=120_000)
         page.locator("#group-table [role=gridcell]").first.click()
         page.wait_for_function("document.querySelector('#arithmetic').innerText.includes('baseline = mean')")
         time.sleep(1)
-        if "rollouts" in only:
-            page.screenshot(path=str(ROOT / "docs" / "rollouts-tab.png"), full_page=True)
+        if "rollouts" in only:  # the primer, the run picker, the groups and the selected completion's arithmetic
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(ROOT / "docs" / "rollouts-tab.png"), full_page=True, clip=ROLLOUTS_CLIP)
+            small(ROOT / "docs" / "rollouts-tab.png")
         if "tokens" in only:
             tokens_view(page, controller)
         browser.close()
 
 
 SHOTS = ("train", "rollouts", "tokens")  # docs/train-tab.png, docs/rollouts-tab.png, docs/tokens-tab.png
+TRAIN_CLIP = {"x": 0, "y": 0, "width": 1400, "height": 1600}  # the first screen and the first plots
+ROLLOUTS_CLIP = {"x": 0, "y": 0, "width": 1400, "height": 1700}  # down to the arithmetic, not the panels below
+
+
+def small(path: Path) -> None:
+    """The screenshot in 256 colours (a few hundred kB less; the page's flat colours lose nothing visible)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
 def tokens_view(page, controller) -> None:
@@ -57,6 +70,7 @@ def tokens_view(page, controller) -> None:
     page.wait_for_selector("#token-view span.rloo-tok", timeout=120_000)
     time.sleep(1)
     page.locator("#tokens-section").screenshot(path=str(ROOT / "docs" / "tokens-tab.png"))
+    small(ROOT / "docs" / "tokens-tab.png")
 
 
 if __name__ == "__main__":
