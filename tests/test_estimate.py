@@ -73,7 +73,8 @@ def test_a_run_still_training_or_too_short_is_not_believed(tmp_path):
     run.set_status("finished", started=STARTED)
     controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
     try:
-        assert run_speed(RunConfig(), controller.reader).source is None
+        speed = run_speed(RunConfig(), controller.reader)
+        assert speed.source is None and not speed.scaled  # the embedded policy's own benchmark: nothing scaled
     finally:
         controller.close()
 
@@ -127,6 +128,7 @@ def test_measured_needs_enough_timed_steps_and_sound_loading():
     records = records_of([3.0, *LATER])
     assert measured(records, STARTED) == (LOAD, 3.0, sum(LATER) / len(LATER))
     assert measured(records_of([3.0, *LATER[:-1]]), STARTED) is None  # one timed step short
+    assert measured(records_of([3.0, 0.0, *LATER[1:]]), STARTED)[2] == sum(LATER[1:]) / len(LATER)  # 0 s is a time
     for bad in (True, float("nan"), float("inf"), -1.0, "1.0", None):  # not a step time: the run is one step short
         spoilt = records_of([3.0, *LATER])
         spoilt[2]["step_time"] = bad
@@ -157,7 +159,7 @@ def test_the_same_policy_is_preferred_and_another_is_scaled_by_its_size(tmp_path
     monkeypatch.setattr(estimate, "policy_parameters", lambda name: sizes.get(name.strip()))
     shape = {"num_generations": 4, "prompts_per_step": 4, "max_new_tokens": 24}  # 384 tokens a step
     timed_run(tmp_path, "small-run", policy="small", **shape)
-    timed_run(tmp_path, "big-run", policy="big", **shape)  # newer, another policy
+    timed_run(tmp_path, "x-big-run", policy="big", **shape)  # newer, another policy (and after "small" by name)
     controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
     try:
         later = sum(TIMES[1:]) / len(TIMES[1:])
@@ -165,10 +167,10 @@ def test_the_same_policy_is_preferred_and_another_is_scaled_by_its_size(tmp_path
         assert (same.source, same.scaled, same.first, same.step) == ("small-run", False, TIMES[0], later)
         doubled = RunConfig(policy="huge", num_generations=8, prompts_per_step=4, max_new_tokens=24)  # 2x the work
         other = run_speed(doubled, controller.reader)
-        assert other.source == "big-run" and other.scaled  # the newest timed run, scaled by 600 / 300
+        assert other.source == "x-big-run" and other.scaled  # the newest timed run, scaled by 600 / 300
         assert other.first == TIMES[0] * 2 * 2 and abs(other.step - later * 2 * 2) < 1e-12
         unknown = run_speed(RunConfig(policy="mystery", **shape), controller.reader)  # no size known: not scaled
-        assert unknown.source == "big-run" and not unknown.scaled and unknown.step == later
+        assert unknown.source == "x-big-run" and not unknown.scaled and unknown.step == later
 
         def broken(name):
             raise OSError("hub unreachable")
@@ -182,4 +184,36 @@ def test_the_same_policy_is_preferred_and_another_is_scaled_by_its_size(tmp_path
         assert (none.load, none.source, none.scaled) == (estimate.DEFAULT_LOAD_SECONDS, None, True)
         assert none.first == pytest.approx(step, rel=1e-12) and none.step == pytest.approx(step, rel=1e-12)
     finally:
+        controller.close()
+
+
+def test_runs_that_cannot_be_measured_are_passed_over_for_older_ones(tmp_path, monkeypatch):
+    """A run still training, one whose config cannot be read and one whose status cannot be read are each skipped,
+    and the search goes on to the older runs (the newest last here)."""
+    timed_run(tmp_path, "older")
+    (timed_run(tmp_path, "corrupt-config").path / "config.yaml").write_text("max_steps: [1,\n")
+    timed_run(tmp_path, "live")
+    timed_run(tmp_path, "broken-status")
+    controller = Controller(Runner(str(tmp_path), limits=LOCAL, watchdog=False))
+    try:
+        assert run_speed(RunConfig(), controller.reader).source == "broken-status"  # readable so far
+        live = SimpleNamespace(
+            config=RunConfig(run_name="live"),
+            job=SimpleNamespace(done=False, stop=lambda reason=None: None),
+            status=lambda: {"status": "running", "error": None, "elapsed": 1.0, "reason": None},
+            records=lambda: records_of([3.0, *LATER]),
+        )
+        controller.runner._active["live"] = live  # training here: its speed is not final
+        real = RunFolder.status
+
+        def status(run):
+            if run.name == "broken-status":
+                raise OSError("unreadable")
+            return real(run)
+
+        monkeypatch.setattr(RunFolder, "status", status)
+        speed = run_speed(RunConfig(), controller.reader)
+        assert speed.source == "older" and abs(speed.load - LOAD) < 1e-6
+    finally:
+        controller.runner._active.clear()
         controller.close()

@@ -312,10 +312,10 @@ def test_a_runs_end_is_read_from_its_latest_time_it_has(tmp_path):
         run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=name))
         status = {"status": "finished", "owner": f"own-{name}", "visitor": visitor_digest(name), **keys}
         (run.path / "status.json").write_text(json.dumps(status))
-        os.utime(run.path, (now - 10, now - 10))
+        os.utime(run.path, (now - 1000, now - 1000))  # the folder's time, older than any recorded one
     limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=0, keep_seconds=60)
-    assert prune(tmp_path, limits, now=now) == []  # each ended 10 s ago, by whichever time it has
-    assert sorted(prune(tmp_path, limits, now=now + 100)) == ["c", "f", "m", "u"]
+    assert prune(tmp_path, limits, now=now) == ["m"]  # the others ended 10 s ago, by the time each has
+    assert sorted(prune(tmp_path, limits, now=now + 100)) == ["c", "f", "u"]
 
 
 def test_a_visitors_own_cap_counts_its_client_where_no_address_was_recorded(tmp_path):

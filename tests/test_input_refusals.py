@@ -246,3 +246,42 @@ def test_fit_prompt_reads_the_policys_own_context(tmp_path):
     assert fit_prompt(str(tmp_path), long, 16) == (long, 0, 0, None)  # no config: left to the model's load
     with pytest.raises(InputError, match="lone surrogate at character 3"):
         fit_prompt(str(POLICY), "abc\ud800", 16)
+
+
+def test_cut_to_fit_drops_a_single_first_character_when_that_is_enough():
+    from rloo_demo.models.sampling import cut_to_fit
+
+    tok = _tokenizer(str(POLICY))
+    text = "x" + " good" * 10  # "x" is a token of its own, and so is each " good"
+    assert n_tokens(text) == 11 and n_tokens(text[1:]) == 10
+    assert cut_to_fit(tok, text, 2, 12) == (text[1:], 1, 11)
+
+
+def test_a_prompt_is_checked_against_the_context_before_any_model_loads(tmp_path):
+    import json
+
+    from rloo_demo.errors import InputError
+    from rloo_demo.models.sampling import check_prompt_fits, prompt_ids_that_fit
+
+    tok = _tokenizer(str(POLICY))
+    text = "a lovely film, truly"
+    ids = tok(text).input_ids
+    assert prompt_ids_that_fit(tok, text, 10, 10 + len(ids)) == ids  # exactly the room
+    message = f"prompt is {len(ids)} tokens long; this policy reads {9 + len(ids)} tokens, 10 of them for the "
+    message += f"completion, so a prompt may have at most {len(ids) - 1} tokens: shorten it"
+    with pytest.raises(InputError) as refused:
+        prompt_ids_that_fit(tok, text, 10, 9 + len(ids))  # one token short
+    assert str(refused.value) == message
+    assert prompt_ids_that_fit(tok, "", 63, 64) == [tok.eos_token_id]  # an empty prompt starts from the EOS token
+    with pytest.raises(InputError, match="64 new tokens do not fit this model's context of 64 tokens"):
+        prompt_ids_that_fit(tok, "", 64, 64)
+    with pytest.raises(InputError, match="lone surrogate at character 2"):
+        prompt_ids_that_fit(tok, "ab\ud800", 8, 64)
+
+    context = json.loads((POLICY / "config.json").read_text())["n_positions"]
+    check_prompt_fits(str(POLICY), "x" * (context - 24), 24)  # one token each: exactly the room
+    with pytest.raises(InputError, match=f"prompt is {context - 23} tokens long; this policy reads {context} tokens"):
+        check_prompt_fits(str(POLICY), "x" * (context - 23), 24)
+    check_prompt_fits(str(tmp_path), "x" * 5000, 24)  # no config.json: left to the model's load
+    (tmp_path / "config.json").write_text("{not json")
+    check_prompt_fits(str(tmp_path), "x" * 5000, 24)

@@ -316,3 +316,44 @@ def test_evaluate_report_is_a_table_of_the_results_figures():
     assert "64 held-out prompts × 2 samples, seed 7" in markup
     assert body[-5:] == ["prompt: This movie…", "base", "was <dull>", "trained", "was great!"]
     assert "<dull>" not in markup
+
+
+# ----------------------------------------------------------------------------- whose client id counts
+
+
+def test_only_a_plain_client_id_of_at_most_200_characters_owns_its_runs(tmp_path):
+    """The owner check in public mode: a client id that is no text, empty, over 200 characters or not valid
+    Unicode owns nothing, even where the run records its hash; one of exactly 200 characters is an id like any."""
+    import hashlib
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    make_run(root, "two-hundred", owner="c" * 200)
+    make_run(root, "too-long", owner="d" * 201)
+    make_run(root, "empty")
+    status = json.loads((root / "empty" / "status.json").read_text())
+    status["owner"] = hashlib.sha256(b"rloo-demo:").hexdigest()[:32]  # what an empty client id would hash to
+    (root / "empty" / "status.json").write_text(json.dumps(status))
+    controller = controller_for(root, PUBLIC)
+    try:
+        assert controller.label_run("two-hundred", "mine", None, Caller("c" * 200))["label"] == "mine"
+        before = tree(root)
+        for name, client in (("too-long", "d" * 201), ("empty", ""), ("two-hundred", 5), ("two-hundred", "\ud800")):
+            with pytest.raises(NotOwner, match="can be renamed or annotated only from the browser session"):
+                controller.label_run(name, "hijack", None, Caller(client))
+            assert not controller.may_manage(name, Caller(client))
+        assert tree(root) == before
+    finally:
+        controller.close()
+
+
+def test_a_refused_delete_says_it_is_a_delete(runs):
+    make_run(runs, "training", owner="alice", status="running", **process_identity())
+    controller = controller_for(runs, PUBLIC)
+    try:
+        with pytest.raises(Busy, match="run training is training: it cannot be deleted until it has finished"):
+            controller.delete_run("training", Caller("alice"))
+        with pytest.raises(NotOwner, match="a run can be deleted only from the browser session that started it; "):
+            controller.delete_run("newer", Caller("alice"))
+    finally:
+        controller.close()
