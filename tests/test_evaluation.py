@@ -326,3 +326,34 @@ def test_evaluation_judges_the_base_perplexity_of_each_models_samples(result, ex
         total = sum(_logprob_by_hand(base, tok, p, ids) for p, ids in zip(mine["prompts"], mine["ids"], strict=True))
         tokens = sum(len(ids) for ids in mine["ids"])
         assert result["judges"][label]["base_perplexity"] == pytest.approx(math.exp(-total / tokens), rel=1e-4)
+
+
+def test_top_p_keeps_the_smallest_most_likely_set_that_reaches_p_in_each_row():
+    """``_filter_top_p`` against a hand count: per row, the tokens by falling probability are kept while the mass
+    before them is at most p; the others get -inf, each logit stays at its own position. p >= 1 filters nothing."""
+    import math
+
+    from rloo_demo.models.sampling import _filter_top_p
+
+    rows = [[2.0, 1.0, 0.0, -1.0, 0.5], [0.0, 3.0, 0.1, 1.0, -2.0], [1.0, 1.5, 4.0, 0.2, 0.3]]
+    logits = torch.tensor(rows, dtype=torch.float64)
+    several = False
+    for p in (0.3, 0.7, 0.9):
+        expected = []
+        for row in rows:
+            probs = [math.exp(x) / sum(math.exp(y) for y in row) for x in row]
+            kept, before = set(), 0.0
+            for i in sorted(range(len(row)), key=lambda i: -probs[i]):
+                if before <= p:
+                    kept.add(i)
+                before += probs[i]
+            expected.append([x if i in kept else -math.inf for i, x in enumerate(row)])
+        assert any(math.isinf(x) for row in expected for x in row), "the test's p must cut some tokens"
+        several = several or any(sum(not math.isinf(x) for x in row) > 1 for row in expected)
+        assert _filter_top_p(logits.clone(), p).tolist() == expected, p
+    assert several, "some p must keep several tokens of a row"
+    for p in (1.0, 1.5):
+        assert _filter_top_p(logits, p) is logits  # nothing filtered, nothing copied
+    # two tokens of exactly 0.5 each: the second's mass before it is exactly p = 0.5, not over it, so it is kept
+    tie = torch.tensor([[0.0, -60.0, 0.0]], dtype=torch.float64)
+    assert _filter_top_p(tie.clone(), 0.5).tolist() == [[0.0, -math.inf, 0.0]]

@@ -114,6 +114,36 @@ def test_the_compute_budget_at_its_edges():
     assert budget.remaining("a", running={"a": now[0] - 200}) == 0.0  # never below zero
 
 
+def test_the_line_drops_gone_pages_by_the_monotonic_clock_when_no_time_is_given():
+    import time
+
+    line = WaitingLine(max_waiting=5)
+    line.join(Ticket("gone", None, "gone", last_seen=time.monotonic() - 3600))
+    line.join(Ticket("here", None, "here"))  # seen now
+    assert [t.visitor for t in line.drop_gone(60)] == ["gone"] and line.place("here") == 1
+
+
+def test_admit_counts_a_run_still_on_and_leaves_30_seconds_by_default():
+    now = [10_000.0]
+    budget = ComputeBudget(600, clock=lambda: now[0])
+    budget.record("a", start=now[0] - 570, end=now[0])  # 30 s left: exactly the default least
+    budget.admit("a")
+    with pytest.raises(RateLimited) as refused:
+        budget.admit("b", running={"b": now[0] - 580})  # b's run on for 580 s: 20 s left
+    assert str(refused.value) == (
+        "you have used this hour's training time on this server (600 s a visitor); "
+        "others get their turn now: try again later in the hour"
+    )
+    budget.admit("b", running={"c": now[0] - 580})  # someone else's run does not count for b
+
+
+def test_a_visitor_is_recorded_as_a_salted_hash_of_its_address():
+    import hashlib
+
+    expected = hashlib.sha256(b"rloo-demo-visitor:127.0.0.2").hexdigest()[:32]
+    assert visitor_digest("127.0.0.2") == expected and len(expected) == 32
+
+
 # ----------------------------------------------------------------------------- the budget of one run
 
 

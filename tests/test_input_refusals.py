@@ -259,6 +259,7 @@ def test_cut_to_fit_drops_a_single_first_character_when_that_is_enough():
 
 def test_a_prompt_is_checked_against_the_context_before_any_model_loads(tmp_path):
     import json
+    from types import SimpleNamespace
 
     from rloo_demo.errors import InputError
     from rloo_demo.models.sampling import check_prompt_fits, prompt_ids_that_fit
@@ -273,6 +274,16 @@ def test_a_prompt_is_checked_against_the_context_before_any_model_loads(tmp_path
         prompt_ids_that_fit(tok, text, 10, 9 + len(ids))  # one token short
     assert str(refused.value) == message
     assert prompt_ids_that_fit(tok, "", 63, 64) == [tok.eos_token_id]  # an empty prompt starts from the EOS token
+
+    class Bare:  # a tokenizer that encodes every text to nothing, with the given special tokens
+        def __init__(self, bos, eos):
+            self.bos_token_id, self.eos_token_id = bos, eos
+
+        def __call__(self, text):
+            return SimpleNamespace(input_ids=[])
+
+    assert prompt_ids_that_fit(Bare(5, 7), "", 1, 8) == [5]  # the BOS token where there is one
+    assert prompt_ids_that_fit(Bare(None, 7), "", 1, 8) == [7]  # else the EOS token
     with pytest.raises(InputError, match="64 new tokens do not fit this model's context of 64 tokens"):
         prompt_ids_that_fit(tok, "", 64, 64)
     with pytest.raises(InputError, match="lone surrogate at character 2"):

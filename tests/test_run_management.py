@@ -357,3 +357,39 @@ def test_a_refused_delete_says_it_is_a_delete(runs):
             controller.delete_run("newer", Caller("alice"))
     finally:
         controller.close()
+
+
+def test_the_limits_take_a_label_of_exactly_their_length_and_name_the_field_refused(runs):
+    controller = controller_for(runs)
+    try:
+        label, note = "x" * MAX_LABEL_CHARS, "y" * MAX_NOTE_CHARS
+        assert controller.label_run("older", label, note, Caller("x")) == {"label": label, "note": note}
+        assert controller.label_run("older", None, None, Caller("x")) == {"label": label, "note": note}  # kept
+        with pytest.raises(InputError, match="^the label must be a text$"):
+            controller.label_run("older", 5, None, Caller("x"))
+        with pytest.raises(InputError, match="^the note must be a text$"):
+            controller.label_run("older", None, ["a"], Caller("x"))
+        with pytest.raises(InputError, match=f"^the label is {MAX_LABEL_CHARS + 1} characters long; at most "):
+            controller.label_run("older", label + "x", None, Caller("x"))
+        with pytest.raises(InputError, match="^the note is not valid Unicode text"):
+            controller.label_run("older", None, "\ud800", Caller("x"))
+    finally:
+        controller.close()
+
+
+def test_a_run_training_in_this_process_is_not_changed_whatever_its_status_file_says(runs):
+    from types import SimpleNamespace
+
+    controller = controller_for(runs)
+    try:
+        # the runner holds it as training; its status.json still says finished (written before the run began)
+        controller.runner._active["older"] = SimpleNamespace(job=SimpleNamespace(done=False))
+        before = tree(runs)
+        with pytest.raises(Busy, match="run older is training"):
+            controller.label_run("older", "x", None, Caller("x"))
+        with pytest.raises(Busy, match="run older is training"):
+            controller.delete_run("older", Caller("x"))
+        assert tree(runs) == before and controller.label_run("newer", "ok", None, Caller("x"))["label"] == "ok"
+    finally:
+        controller.runner._active.clear()
+        controller.close()
