@@ -103,3 +103,26 @@ def test_batch_advantages_raw_and_normalized():
     std = math.sqrt(sum((a - mean) ** 2 for a in raw) / 7)
     assert out["advantages"] == pytest.approx([(a - mean) / (std + 1e-4) for a in raw])
     assert batch_advantages(rewards, k=4)["advantages"] == pytest.approx(raw)  # off by default
+
+
+def test_unscored_values_stay_out_of_the_mean_and_std_and_come_out_as_zero():
+    from rloo_demo.advantages import NORMALIZE_EPS, final_advantages, mean_and_std
+
+    nan = math.nan
+    mean, std = mean_and_std([])
+    assert math.isnan(mean) and std == 0.0
+    mean, std = mean_and_std([nan, None])
+    assert math.isnan(mean) and std == 0.0
+    assert mean_and_std([3.0, nan]) == (3.0, 0.0)  # one value: no spread
+    assert mean_and_std([1.0, nan, 4.0]) == (2.5, math.sqrt(((1.0 - 2.5) ** 2 + (4.0 - 2.5) ** 2) / 1))
+    scale = math.sqrt(2.0) + NORMALIZE_EPS  # the sample std of 1 and 3, plus TRL's eps
+    assert normalize([1.0, nan, 3.0]) == [(1.0 - 2.0) / scale, 0.0, (3.0 - 2.0) / scale]
+    assert final_advantages([1.5, nan, -0.5]) == [1.5, 0.0, -0.5]  # not normalised unless asked
+    assert final_advantages([1.0, nan, 3.0], normalize_advantages=True) == normalize([1.0, nan, 3.0])
+
+
+def test_weighted_reward_clips_where_asked():
+    scores = {"a": [2.0, -3.0, 0.5], "b": [1.0, None, 0.1]}
+    weights = {"a": 1.0, "b": 2.0}
+    assert weighted_reward(scores, weights) == [4.0, -3.0, 0.5 + 0.2]
+    assert weighted_reward(scores, weights, clip_range=(-1.0, 1.0)) == [1.0, -1.0, 0.5 + 0.2]

@@ -296,3 +296,16 @@ def test_a_prompt_is_checked_against_the_context_before_any_model_loads(tmp_path
     check_prompt_fits(str(tmp_path), "x" * 5000, 24)  # no config.json: left to the model's load
     (tmp_path / "config.json").write_text("{not json")
     check_prompt_fits(str(tmp_path), "x" * 5000, 24)
+
+
+def test_the_context_is_read_from_either_key_of_a_config():
+    from types import SimpleNamespace
+
+    from rloo_demo.models.sampling import context_length
+
+    assert context_length({"n_positions": 256, "max_position_embeddings": 4096}) == 256  # GPT-2's key first
+    assert context_length({"max_position_embeddings": 4096}) == 4096  # Llama's, Qwen's
+    assert context_length(SimpleNamespace(max_position_embeddings=1)) == 1  # a config object, the smallest context
+    assert context_length(SimpleNamespace(n_positions=0, max_position_embeddings=512)) == 512  # 0 is no context
+    assert context_length({"n_positions": "1024", "max_position_embeddings": None}) == 2048  # neither an int
+    assert context_length(SimpleNamespace()) == 2048  # a config that says nothing: a common default
