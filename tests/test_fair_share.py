@@ -357,6 +357,15 @@ def test_a_visitors_own_cap_counts_its_client_where_no_address_was_recorded(tmp_
     assert prune(tmp_path, limits, now=now) == ["o1", "o0"]  # its own beyond one, young as they are
 
 
+def test_a_run_with_only_its_visitor_recorded_is_a_visitors_and_may_be_pruned(tmp_path):
+    now = 100_000.0
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="visitor-only"))
+    run.set_status("finished", finished=now - 7200, visitor=visitor_digest("127.0.4.1"))  # no owner (client id)
+    made(tmp_path, "operator", None, finished=now - 9000)  # older, but the operator's
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=1, keep_seconds=3600)
+    assert prune(tmp_path, limits, now=now) == ["visitor-only"]
+
+
 def test_a_full_disk_is_pruned_before_a_start_is_refused(runner, tmp_path, monkeypatch):
     old = made(tmp_path, "old", "127.0.0.4", finished=0.0)
     free = [10 * 10**6]  # 10 MB free, a run needs 200
