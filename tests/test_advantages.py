@@ -126,3 +126,12 @@ def test_weighted_reward_clips_where_asked():
     weights = {"a": 1.0, "b": 2.0}
     assert weighted_reward(scores, weights) == [4.0, -3.0, 0.5 + 0.2]
     assert weighted_reward(scores, weights, clip_range=(-1.0, 1.0)) == [1.0, -1.0, 0.5 + 0.2]
+
+
+def test_combine_scores_says_what_does_not_line_up():
+    from rloo_demo.advantages import combine_scores
+
+    with pytest.raises(ValueError, match="^2 score lists but 1 weights; give one weight per function$"):
+        combine_scores([[1.0], [2.0]], [1.0])
+    with pytest.raises(ValueError, match=r"^every reward function must score every completion \(score lists of "):
+        combine_scores([[1.0, 2.0], [2.0]], [1.0, 1.0])

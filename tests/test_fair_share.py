@@ -313,6 +313,9 @@ def test_the_size_cap_deletes_the_oldest_ended_runs_until_the_rest_fit(tmp_path)
     assert prune(tmp_path, limits, now=now) == ["r0", "r1"]  # the two newest fit in 2.5 MB, three do not
     assert prune(tmp_path, replace(limits, max_runs_mb=2.0), now=now) == []  # exactly the cap: kept
     assert prune(tmp_path, replace(limits, max_runs_mb=1.999), now=now) == ["r2"]
+    with open(runs[3].path / "weights.bin", "ab") as f:
+        f.write(b"0")  # one byte over a 1 MB cap
+    assert prune(tmp_path, replace(limits, max_runs_mb=1.0), now=now) == ["r3"]
 
 
 def test_pruning_spares_a_run_in_training_and_a_protected_one_and_keeps_counting(tmp_path):
@@ -364,6 +367,41 @@ def test_a_run_with_only_its_visitor_recorded_is_a_visitors_and_may_be_pruned(tm
     made(tmp_path, "operator", None, finished=now - 9000)  # older, but the operator's
     limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=1, keep_seconds=3600)
     assert prune(tmp_path, limits, now=now) == ["visitor-only"]
+
+
+def test_a_visitors_cap_counts_its_address_across_its_browser_sessions(tmp_path):
+    now = 100_000.0
+    for i, owner in enumerate(("own-tab-1", "own-tab-2")):  # one address, two client ids
+        run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=f"tab{i}"))
+        run.set_status("finished", finished=now - 100 + i, owner=owner, visitor=visitor_digest("127.0.5.1"))
+    limits = replace(PUBLIC, max_runs_per_visitor=1, keep_runs=None, max_runs_mb=None, keep_seconds=3600)
+    assert prune(tmp_path, limits, now=now) == ["tab0"]
+
+
+def test_a_run_that_ended_exactly_the_keep_time_ago_may_go(tmp_path):
+    now = 100_000.0
+    made(tmp_path, "due", "127.0.6.1", finished=now - 3600)
+    made(tmp_path, "young", "127.0.6.2", finished=now - 3599)
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=0, max_runs_mb=None, keep_seconds=3600)
+    assert prune(tmp_path, limits, now=now) == ["due"]
+
+
+def test_pruning_for_free_disk_asks_about_the_runs_disk_and_stops_at_the_floor(tmp_path, monkeypatch):
+    from rloo_demo.server import retention
+
+    now = 100_000.0
+    made(tmp_path, "old", "127.0.7.1", finished=now - 9000)
+    asked = []
+
+    def disk_usage(path):
+        asked.append(path)
+        return SimpleNamespace(free=500 * 10**6)  # 500 MB free
+
+    monkeypatch.setattr(retention.shutil, "disk_usage", disk_usage)
+    limits = replace(PUBLIC, max_runs_per_visitor=None, keep_runs=None, max_runs_mb=None, keep_seconds=3600)
+    assert prune(tmp_path, limits, free_mb=500, now=now) == []  # exactly the floor free: enough
+    assert asked and all(str(p) == str(tmp_path) for p in asked)
+    assert prune(tmp_path, limits, free_mb=500.001, now=now) == ["old"]
 
 
 def test_a_full_disk_is_pruned_before_a_start_is_refused(runner, tmp_path, monkeypatch):
