@@ -135,3 +135,11 @@ def test_combine_scores_says_what_does_not_line_up():
         combine_scores([[1.0], [2.0]], [1.0])
     with pytest.raises(ValueError, match=r"^every reward function must score every completion \(score lists of "):
         combine_scores([[1.0, 2.0], [2.0]], [1.0, 1.0])
+
+
+def test_a_completion_no_function_scored_is_nan_and_the_offset_joins_only_the_scored():
+    from rloo_demo.advantages import combine_scores
+
+    out = combine_scores([[None, 2.0, math.nan], [math.nan, 1.0, None]], [1.0, 3.0], offset=0.5)
+    assert math.isnan(out[0]) and math.isnan(out[2]) and out[1] == 2.0 + 3.0 + 0.5
+    assert combine_scores([], []) == []
