@@ -16,8 +16,9 @@ import pytest
 from apputil import call_event, running_app, wait_until
 from gradio_client import Client
 
+from rloo_demo.i18n import t
 from rloo_demo.server.limits import PUBLIC
-from rloo_demo.ui.forms import FORM_FIELDS, defaults
+from rloo_demo.ui.forms import FIELD, FORM_FIELDS, defaults
 
 SERVER_PATH = re.compile(r"(/(home|root|tmp|etc|work|var|usr|proc|srv)\b)|(\.rloo-demo-test-runs)")
 
@@ -187,11 +188,14 @@ def test_page_events_called_directly_with_hostile_values(app):
     """The page's own events are callable by anyone, with any values: they answer with a message, never crash."""
     url, controller, client, run = app
     before = listing(controller.runner.runs_dir)
-    # gradio itself refuses a value outside a dropdown's choices (a public server offers no free policy box)
-    with pytest.raises(RuntimeError, match="not in the list of choices"):
-        call_event(url, "train_start", ["visitor", *[(defaults() | {"policy": "/etc"})[f] for f in FORM_FIELDS]])
-    with pytest.raises(RuntimeError, match="greater than maximum value 500"):  # and a number above its box's range
-        call_event(url, "train_start", ["visitor", *[(defaults() | {"max_steps": 10**9})[f] for f in FORM_FIELDS]])
+    # a value outside the policy's choices (a public server offers no free policy box): the server refuses it by the
+    # field's label (Start reads its values raw, so gradio's own check, an HTTP 500, never runs), naming no path
+    odd = call_event(url, "train_start", ["visitor", *[(defaults() | {"policy": "/etc"})[f] for f in FORM_FIELDS]])
+    assert odd[0] is None and "**Policy**: this server trains" in odd[2] and "/etc" not in odd[2]
+    # a number above its limit: refused by the server, naming the field's label and the limit (not gradio's range
+    # error, an HTTP 500 that names no field), and never clamped
+    over = call_event(url, "train_start", ["visitor", *[(defaults() | {"max_steps": 10**9})[f] for f in FORM_FIELDS]])
+    assert over[0] is None and "**Steps**: this server allows at most 500 steps, not 1000000000" in over[2]
     form = defaults() | {
         "policy": "embedded:tiny-imdb-gpt2",
         "data_source": "/etc/passwd.csv",
@@ -199,10 +203,10 @@ def test_page_events_called_directly_with_hostile_values(app):
         "learning_rate": 5.0,
         "seed": -1,
     }
-    watched, drawn, error, _status = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
+    watched, drawn, error, *_ = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
     assert watched is None and "Not started" in error
-    for field in ("data_source", "rewards", "learning_rate", "seed"):
-        assert f"**{field}**" in error, (field, error)
+    for field in ("data_source", "rewards", "learning_rate", "seed"):  # each named by its label on the page
+        assert f"**{t('en', FIELD[field].label)}**" in error, (field, error)
     assert not SERVER_PATH.search(error), error
     estimate = call_event(url, "train_estimate", [defaults()[f] for f in FORM_FIELDS])[0]
     assert "Estimated time" in estimate and "stops runs after 5:00" not in estimate  # the default run fits
@@ -334,8 +338,8 @@ def test_estimator_lab_events_called_with_hostile_values(app):
     with pytest.raises(RuntimeError, match="not in the list of choices"):
         call_event(url, "runs_arena_overlay", ["../x"])
     form = defaults() | {"variance_every": 1}
-    watched, _, error, _status = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
-    assert watched is None and "**variance_every**" in error and "55" in error
+    watched, _, error, *_ = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
+    assert watched is None and f"**{t('en', FIELD['variance_every'].label)}**" in error and "55" in error
     assert_clean_refusal(error, controller, before)
 
 
