@@ -180,6 +180,36 @@ def test_a_full_table_forgets_at_once(monkeypatch):
     assert len(gate._calls) <= 100
 
 
+def test_a_sweep_keeps_a_visitor_whose_last_call_is_exactly_a_window_old():
+    clock = Clock()
+    clock.now = 0.0
+    gate = StartGate(replace(LOCAL, starts_per_minute=4), clock=clock)
+    gate.admit("a")  # the first call sweeps the (empty) table
+    clock.now = 10.0
+    for _ in range(4):
+        gate.admit("c")  # c at its rate
+    clock.now = 70.0  # a window after the first sweep: b's call sweeps; c's calls are exactly 60 s old
+    gate.admit("b")
+    assert set(gate._calls) == {"b", "c"}  # a (60 s idle and more) is forgotten, c is not
+    with pytest.raises(RateLimited):
+        gate.admit("c")  # its four calls still count
+
+
+@pytest.mark.parametrize(("elapsed", "left"), [(0.25, 76), (0.5, 1)], ids=["short-of-full", "exactly-full"])
+def test_a_full_read_table_forgets_only_the_visitors_whose_allowance_refilled(monkeypatch, elapsed, left):
+    """120 reads a minute: 2 a second into an allowance of 20. Each of 100 visitors read once (19 left); when the
+    table is full, those refilled to 20 are forgotten (nothing lost), the rest kept and the oldest quarter dropped."""
+    monkeypatch.setattr(gates_module, "MAX_VISITORS", 100)
+    clock = Clock()
+    clock.now = 1000.0
+    gate = ReadGate(replace(LOCAL, reads_per_minute=120), clock=clock)
+    for i in range(100):
+        gate.admit(f"v{i}")
+    clock.now += elapsed  # 19 + 2 x 0.25 = 19.5 (short of full), 19 + 2 x 0.5 = 20 (full)
+    gate.admit("new")
+    assert len(gate) == left
+
+
 def test_one_visitor_cannot_take_the_whole_sampling_share():
     """The audit: one visitor within its 12 a minute used up the 25% share in 21 s. Now one visitor may use half
     of it; the others still sample."""

@@ -108,3 +108,23 @@ def test_groups_with_no_signal_raise_their_own_alert():
 def test_summarize_skips_what_a_run_never_logged():
     summary = summarize([{"step": 1, "reward": 0.2}, {"step": 2, "reward": float("nan")}])
     assert summary == {"steps": 2, "window": WINDOW, "reward": {"first": 0.2, "last": 0.2}}
+
+
+def test_the_summary_file_is_written_indented_and_read_back_and_anything_else_reads_as_none(tmp_path):
+    from rloo_demo.store.summary import SUMMARY_FILE, read_summary, write_summary
+
+    summary = summarize(records(8))
+    write_summary(tmp_path, summary)
+    assert (tmp_path / SUMMARY_FILE).read_text(encoding="utf-8") == json.dumps(summary, indent=2) + "\n"
+    assert read_summary(tmp_path) == summary
+    assert read_summary(tmp_path / "nowhere") is None
+    for text in ("[1, 2]", "{torn", '"a text"'):
+        (tmp_path / SUMMARY_FILE).write_text(text, encoding="utf-8")
+        assert read_summary(tmp_path) is None, text
+    (tmp_path / SUMMARY_FILE).write_text('{"note": "é"}', encoding="utf-8")
+    assert read_summary(tmp_path) == {"note": "é"}  # read as UTF-8, whatever the locale
+
+
+def test_a_run_with_no_steps_summarizes_to_zero_steps():
+    assert summarize([]) == {"steps": 0, "window": WINDOW}
+    assert summarize([{"reward": 1.0}]) == {"steps": 0, "window": WINDOW, "reward": {"first": 1.0, "last": 1.0}}

@@ -226,3 +226,79 @@ def test_prune_by_size_and_protected_names(tmp_path):
         (run.path / "blob").write_bytes(b"x" * 400_000)
     assert prune_runs(tmp_path, keep=None, max_mb=1.0, protect={"r0"}) == ["r1"]  # r0 is protected
     assert sorted(r.name for r in list_runs(tmp_path)) == ["r0", "r2"]
+
+
+def test_the_rollout_index_by_hand(tmp_path):
+    """Which lines the index finds, by a count the test makes itself: "step" must be among a line's first 64 bytes
+    and an int; other lines are skipped (and counted); an empty line is no record; a replaced file is read anew."""
+    import os
+
+    path = tmp_path / "rollouts.jsonl"
+    late = b'{"pad": "' + b"x" * 44 + b'", "step": 4}'  # its step's digit is byte 64: not among the first 64
+    assert late.index(b"4") == 64
+    lines = [
+        b"",
+        b'{"step": 1, "g": 0}',
+        b'[{"step": 2}]',  # a list, not a group
+        b'{"step": 1, "step": "x"}',  # JSON keeps the last: a text
+        b'{"step": 3, "g": 1}',
+        late,
+        b'{"step": 1, "g": 2}',
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    index = RolloutIndex(path)
+    assert index.steps() == [1, 3]
+    assert [g["g"] for g in index.read(1)] == [0, 2] and index.read(3) == [{"step": 3, "g": 1}]
+    assert index.skipped == 3 and index.read(4) == []
+    fresh = tmp_path / "new.jsonl"  # the file replaced by a longer one (another inode)
+    fresh.write_bytes(b'{"step": 7, "g": 9}\n' * 2 + b"\n".join(lines) + b"\n")
+    os.replace(fresh, path)
+    assert index.steps() == [1, 3, 7] and index.read(7) == [{"step": 7, "g": 9}] * 2
+    gone = RolloutIndex(tmp_path / "missing.jsonl")
+    assert gone.steps() == [] and gone.read(1) == [] and gone.skipped == 0
+
+
+def test_an_export_is_its_runs_files_made_again_when_one_of_them_changed(tmp_path):
+    from rloo_demo.store.export import export_run
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path / "runs"), run_name="ex"))
+    run.set_status("finished")
+    exports = tmp_path / "deep" / "exports"  # not there yet: made with its parents
+    first = export_run(run, exports)
+    assert [p.name for p in first] == ["ex-config.yaml", "ex-metrics.csv"]
+    assert first[1].read_bytes() == b"step\r\n"  # no records: a header alone
+    assert export_run(run, exports) == first  # nothing changed: the same export
+
+    def touch(name, ns):  # a file's change as its time stamp says it
+        path = run.path / name
+        if not path.exists():
+            path.write_text('{"step": 1}\n')
+        os.utime(path, ns=(ns, ns))
+
+    seen = {first[0].parent}
+    for name, ns in (("metrics.jsonl", 10**18), ("status.json", 2 * 10**18), ("rollouts.jsonl", 3 * 10**18)):
+        if name == "metrics.jsonl":
+            run.append_metrics({"step": 1, "reward": 0.5, "b": 2})
+            run.append_metrics({"step": 2, "reward": 0.25})
+        touch(name, ns)
+        folder = export_run(run, exports)[0].parent
+        assert folder not in seen, f"a change of {name} made no new export"
+        seen.add(folder)
+    files = {p.name: p for p in export_run(run, exports)}
+    assert files["ex-metrics.csv"].read_bytes() == b"step,b,reward\r\n1,2,0.5\r\n2,,0.25\r\n"  # step first, then a-z
+    assert files["ex-rollouts.jsonl"].read_text() == '{"step": 1}\n'
+
+
+def test_prune_by_size_stops_once_the_rest_fit_exactly(tmp_path):
+    def megabyte_runs(root, extra=0):
+        root.mkdir()
+        for i in range(4):
+            run = RunFolder.create(RunConfig(output_dir=str(root), run_name=f"s{i}"))
+            run.set_status("finished")
+            pad = 1_000_000 - sum(f.stat().st_size for f in run.path.rglob("*") if f.is_file())
+            (run.path / "weights.bin").write_bytes(b"0" * (pad + (extra if i == 3 else 0)))  # each 1 MB
+        return root
+
+    assert prune_runs(megabyte_runs(tmp_path / "a"), keep=None, max_mb=3.0) == ["s0"]  # 3 MB left: fits exactly
+    assert prune_runs(megabyte_runs(tmp_path / "b"), keep=None, max_mb=2.0) == ["s0", "s1"]
+    assert prune_runs(megabyte_runs(tmp_path / "c", extra=1), keep=None, max_mb=3.0) == ["s0", "s1"]  # a byte over
