@@ -202,7 +202,7 @@ def test_the_local_app_takes_a_reward_module_and_shows_its_traceback(tmp_path):
     assert settings["rewards"] == ["vader_compound", "keyword:great", f"module:{path}:boom"]
     assert settings["reward_weights"] == [1.0, 1.0, 0.5]
     with running_app(tmp_path / "runs", limits=LOCAL) as (url, controller):
-        _, _, error, _ = call_event(url, "train_start", ["me", *[values[f] for f in FORM_FIELDS]])
+        _, _, error, *_ = call_event(url, "train_start", ["me", *[values[f] for f in FORM_FIELDS]])
         assert not error, error  # the page's State (the watched run) does not travel to a client: ask the server
         watched = controller.default_run()
         assert controller.view(watched).config.rewards == settings["rewards"]
@@ -260,7 +260,7 @@ def test_a_public_server_never_loads_a_visitors_module(tmp_path):
             assert "run" not in out and "only a local server" in out["error"], out
             assert str(tmp_path) not in out["error"]  # no server path in the answer
         values = defaults() | {"reward_module": f"{path}:f"}
-        watched, _, error, _ = call_event(url, "train_start", ["visitor", *[values[f] for f in FORM_FIELDS]])
+        watched, _, error, *_ = call_event(url, "train_start", ["visitor", *[values[f] for f in FORM_FIELDS]])
         assert watched is None and "only a local server" in error
         for settings, needle in (
             ({"use_vllm": True}, "generates with transformers"),
