@@ -218,3 +218,21 @@ def test_the_primer_is_the_first_thing_on_the_tab(tab):
         text = load(locale)
         assert all(text.get(k) for k in NEW_KEYS), locale
         assert text["rollouts.explanation"].split("\n")[0].removeprefix("#### ") in text["rollouts.primer_summary"]
+
+
+def test_a_tick_that_drew_the_watched_run_over_a_picked_one_is_undone(tab):
+    """The race the browser test met: a tick sent (following) before the visitor picked another run came back after
+    the pick and drew the watched run's newest step over it. The pin draws the picked run back; a pick of the
+    watched run while following, and ticking Follow again, clear what was picked."""
+    ui, fn = tab.ui, tab.fn
+    picked = fn["pick_run"]("older", "newer", True, "en")
+    assert picked[ui.picked] == "older" and picked[ui.follow] is False
+    # the stale tick's view: 'newer' step 3 shown, nothing selected, not following, 'older' still picked
+    undone = fn["pin_view"](None, "newer", 3, 3, None, False, "delta", "en", "newer", "older")
+    assert undone[ui.shown_run] == "older" and undone[ui.shown] == 2 and undone[ui.follow] is False
+    assert undone[ui.groups] == groups_html(on_disk(tab.folder, "older")[2])
+    # nothing to undo when the picked run is the one shown, or when the page follows
+    assert fn["pin_view"](None, "older", 2, 2, None, False, "delta", "en", "newer", "older") == {ui.shown: gr.skip()}
+    assert ui.shown_run not in fn["pin_view"](None, "newer", 3, 3, None, True, "delta", "en", "newer", None)
+    assert fn["pick_run"]("newer", "newer", True, "en")[ui.picked] is None
+    assert fn["follow_again"](True, "newer", None, "en")[ui.picked] is None

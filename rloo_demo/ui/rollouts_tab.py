@@ -128,7 +128,10 @@ def build(page: Page, tab: gr.Tab) -> SimpleNamespace:
         *(ui.heatmap, ui.heatmap_note, ui.shown_run),
     ]
     # a step drawn afresh with its selection, and whether the page follows the live run
-    ui.view_outputs = [*ui.outputs, ui.shown, ui.selected, ui.tokens, ui.token_note, ui.follow]
+    # the run chosen in the picker or from the Runs tab while not following (None: none): a tick that left before
+    # the choice and came back after it cannot take the view back to the watched run (``pin_view``)
+    ui.picked = gr.State(None)
+    ui.view_outputs = [*ui.outputs, ui.shown, ui.selected, ui.tokens, ui.token_note, ui.follow, ui.picked]
     _wire(ui, page, tab)
     return ui
 
@@ -145,7 +148,11 @@ def wire_open_run(page: Page, ui: SimpleNamespace, runs_table: gr.Dataframe) -> 
         if name not in [n for _, n in run_choices(controller)]:
             return {ui.arithmetic: t(locale, "common.select_row")}
         # the watched run keeps the page's choice; any other is read as it is, not followed
-        return latest_view(ui, controller, name, locale=locale) | {ui.follow: bool(follow) and name == watched}
+        following = bool(follow) and name == watched
+        return latest_view(ui, controller, name, locale=locale) | {
+            ui.follow: following,
+            ui.picked: _picked(name, following),
+        }
 
     runs_table.select(
         open_run,
@@ -335,7 +342,11 @@ def _wire_view(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         """Another run: its newest step; following goes on only for the watched run, if it was on."""
         if name not in [n for _, n in run_choices(controller)]:
             return {ui.arithmetic: t(locale, "common.select_row")}
-        return latest_view(ui, controller, name, locale=locale) | {ui.follow: bool(follow) and name == watched}
+        following = bool(follow) and name == watched
+        return latest_view(ui, controller, name, locale=locale) | {
+            ui.follow: following,
+            ui.picked: _picked(name, following),
+        }
 
     ui.run.input(
         pick_run,
@@ -350,7 +361,7 @@ def _wire_view(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         """Ticked: back to the watched run's newest step, the selection dropped. Unticked: the view stays."""
         if not follow or not watched:
             return {ui.follow: bool(follow)}
-        return latest_view(ui, controller, watched, label, locale) | {ui.follow: True}
+        return latest_view(ui, controller, watched, label, locale) | {ui.follow: True, ui.picked: None}
 
     ui.follow.input(
         follow_again,
@@ -361,11 +372,14 @@ def _wire_view(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     )
 
     @guarded(controller, lambda msg, locale: {ui.arithmetic: error_markdown(msg, locale)})
-    def pin_view(selected, name, shown, step, label, follow, measure, locale="en", watched=None):
+    def pin_view(selected, name, shown, step, label, follow, measure, locale="en", watched=None, picked=None):
         """After anything moved the view or the selection: a selection whose step is not the one shown (a tick
         that left before the click and came back after it) has its step drawn again, outlined; one that is shown
         gets its row outlined. A view to be drawn again (-1: the language or the watched run changed) is drawn at
-        its step while the page does not follow (following, the tick draws it)."""
+        its step while the page does not follow (following, the tick draws it). A run picked while not following
+        that is not the one shown (a tick drew the watched run over it) is drawn again."""
+        if isinstance(picked, str) and not follow and _shown_run(name, watched) != picked and not selected:
+            return latest_view(ui, controller, picked, locale=locale) | {ui.follow: False}
         if isinstance(selected, dict):
             if (selected.get("name"), selected.get("step")) != (name, shown):
                 return selected_view(ui, controller, selected, measure, locale)
@@ -380,12 +394,28 @@ def _wire_view(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
     gr.on(
         [ui.shown.change, ui.selected.change],
         pin_view,
-        [ui.selected, ui.shown_run, ui.shown, ui.step, ui.group, ui.follow, ui.measure, page.locale, page.watched],
+        [
+            ui.selected,
+            ui.shown_run,
+            ui.shown,
+            ui.step,
+            ui.group,
+            ui.follow,
+            ui.measure,
+            page.locale,
+            page.watched,
+            ui.picked,
+        ],
         ui.view_outputs,
         api_visibility="private",
         queue=False,  # cheap when nothing moved, which is nearly always: it must not wait behind the queue
         show_progress="hidden",
     )
+
+
+def _picked(name: str, following: bool) -> str | None:
+    """What ``ui.picked`` keeps for a run opened while not following it."""
+    return None if following else name
 
 
 __all__ = ["build", "render_latest", "step_view", "wire_open_run"]
