@@ -16,7 +16,7 @@ import pytest
 from apputil import call_event, running_app, wait_until
 from gradio_client import Client
 
-from rloo_demo.i18n import t
+from rloo_demo.i18n import t as translated
 from rloo_demo.server.limits import PUBLIC
 from rloo_demo.ui.forms import FIELD, FORM_FIELDS, defaults
 
@@ -206,7 +206,7 @@ def test_page_events_called_directly_with_hostile_values(app):
     watched, drawn, error, *_ = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
     assert watched is None and "Not started" in error
     for field in ("data_source", "rewards", "learning_rate", "seed"):  # each named by its label on the page
-        assert f"**{t('en', FIELD[field].label)}**" in error, (field, error)
+        assert f"**{translated('en', FIELD[field].label)}**" in error, (field, error)
     assert not SERVER_PATH.search(error), error
     estimate = call_event(url, "train_estimate", [defaults()[f] for f in FORM_FIELDS])[0]
     assert "Estimated time" in estimate and "stops runs after 5:00" not in estimate  # the default run fits
@@ -339,7 +339,7 @@ def test_estimator_lab_events_called_with_hostile_values(app):
         call_event(url, "runs_arena_overlay", ["../x"])
     form = defaults() | {"variance_every": 1}
     watched, _, error, *_ = call_event(url, "train_start", ["visitor", *[form[f] for f in FORM_FIELDS]])
-    assert watched is None and f"**{t('en', FIELD['variance_every'].label)}**" in error and "55" in error
+    assert watched is None and f"**{translated('en', FIELD['variance_every'].label)}**" in error and "55" in error
     assert_clean_refusal(error, controller, before)
 
 
