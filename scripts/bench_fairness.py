@@ -34,9 +34,10 @@ A, B = "127.0.0.2", "127.0.0.3"
 SHORT = {"max_steps": 3, "prompts_per_step": 1, "max_new_tokens": 8}
 
 
-def answer(app: Served, http, name: str, data: list, session: str, timeout: float = 300.0):
+def answer(app: Served, http, name: str, data: list, session: str, timeout: float = 300.0, headers=None):
     """One queued event's output (its first value), or ``{"refused": status}`` when the join is refused."""
-    joined = http.post(app.url + "gradio_api/queue/join", json=app.body(name, data, session))
+    body = app.body(name, data, session)
+    joined = http.post(app.url + "gradio_api/queue/join", json=body, headers=headers)
     if joined.status_code != 200:
         return {"refused": joined.status_code}
     event, deadline = joined.json()["event_id"], time.time() + timeout
@@ -78,7 +79,9 @@ def hogger(app: Served, seconds: float = 300.0) -> dict:
                 if current is not None:
                     answer(app, b, "poll_metrics", [current, 10**9], "b")  # B's sign of life keeps its place
                 listed = answer(app, b, "list_runs", [], "b")
-                running = [r["name"] for r in listed if r.get("status") == "running"] if isinstance(listed, list) else []
+                running = (
+                    [r["name"] for r in listed if r.get("status") == "running"] if isinstance(listed, list) else []
+                )
                 b_run = next((n for n in running if n not in a_runs), None)
             time.sleep(1.0)
         if b_run is not None:
@@ -93,23 +96,10 @@ def xff(app: Served, run: str, calls: int = 30) -> dict:
     admitted = 0
     with _client(A) as a:
         for i in range(calls):
-            got = answer_with(app, a, "compare", [run, "This movie was", 1, 0], f"x{i}", {"X-Forwarded-For": f"203.0.113.{i}"})
+            forged = {"X-Forwarded-For": f"203.0.113.{i}"}
+            got = answer(app, a, "compare", [run, "This movie was", 1, 0], f"x{i}", headers=forged)
             admitted += isinstance(got, dict) and "base" in got
     return {"compares_sent": calls, "admitted": admitted, "target": "at most 12 (sampling_per_minute)"}
-
-
-def answer_with(app: Served, http, name, data, session, headers):
-    joined = http.post(app.url + "gradio_api/queue/join", json=app.body(name, data, session), headers=headers)
-    if joined.status_code != 200:
-        return {"refused": joined.status_code}
-    event = joined.json()["event_id"]
-    with http.stream("GET", app.url + "gradio_api/queue/data", params={"session_hash": session}) as stream:
-        for line in stream.iter_lines():
-            if line.startswith("data:"):
-                msg = json.loads(line[5:])
-                if msg.get("event_id") == event and msg.get("msg") == "process_completed":
-                    return ((msg.get("output") or {}).get("data") or [None])[0]
-    return None
 
 
 def run_to_end(app: Served, http, session: str, settings: dict) -> str:

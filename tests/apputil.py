@@ -103,3 +103,18 @@ def call_event(url, api_name, data, session_hash="hostile-session", timeout=120.
                         raise RuntimeError((msg.get("output") or {}).get("error") or msg)
                     return msg["output"]["data"]
     raise RuntimeError("no result")
+
+
+def finished_run(root, name="done"):
+    """A finished run whose model is the embedded policy itself: Compare and the probe load it like a trained one."""
+    import shutil
+
+    from rloo_demo.config import RunConfig
+    from rloo_demo.models.hub import ASSETS_DIR
+    from rloo_demo.store.folder import RunFolder
+
+    run = RunFolder.create(RunConfig(output_dir=str(root), run_name=name, max_steps=2))
+    shutil.copytree(ASSETS_DIR / "tiny-imdb-gpt2", run.path / "model", ignore=shutil.ignore_patterns("README.md"))
+    run.append_metrics({"step": 1, "reward": 0.1})
+    run.set_status("finished", step=2)
+    return run

@@ -8,13 +8,12 @@ asserts a ``UserError`` (or the endpoint's ``{"error"}``) naming the field, with
 import errno
 import json
 import logging
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
-from apputil import running_app
+from apputil import finished_run, running_app
 
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import ConfigError, DiskFull, InputError, NotFound, UserError
@@ -22,20 +21,11 @@ from rloo_demo.models.hub import ASSETS_DIR
 from rloo_demo.server.gates import Caller
 from rloo_demo.server.limits import LOCAL, PUBLIC
 from rloo_demo.server.runner import Runner
-from rloo_demo.store.folder import RunFolder, is_disk_full_error
+from rloo_demo.store.folder import is_disk_full_error
 from rloo_demo.ui.controller import Controller
 
 LIMITS = replace(LOCAL, sampling_per_minute=None)
 WHO = Caller("visitor", "10.2.2.2")
-
-
-def finished_run(root, name="done") -> RunFolder:
-    """A finished run whose model is the embedded policy itself: Compare loads it like any trained model."""
-    run = RunFolder.create(RunConfig(output_dir=str(root), run_name=name, max_steps=2))
-    shutil.copytree(ASSETS_DIR / "tiny-imdb-gpt2", run.path / "model", ignore=shutil.ignore_patterns("README.md"))
-    run.append_metrics({"step": 1, "reward": 0.1})
-    run.set_status("finished", step=2)
-    return run
 
 
 @pytest.fixture(scope="module")

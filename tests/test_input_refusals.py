@@ -9,32 +9,21 @@ The form's events are called on a live server the way a browser (or curl) sends 
 """
 
 import logging
-import shutil
 from dataclasses import replace
 
 import httpx
 import pytest
-from apputil import call_event, running_app
+from apputil import call_event, finished_run, running_app
 
 from rloo_demo import i18n
-from rloo_demo.config import RunConfig
 from rloo_demo.models.hub import ASSETS_DIR
 from rloo_demo.models.sampling import _tokenizer
 from rloo_demo.server.gates import Caller
 from rloo_demo.server.limits import LOCAL
-from rloo_demo.store.folder import RunFolder
 from rloo_demo.ui.forms import FIELD, FORM_FIELDS, defaults
 
 LIMITS = replace(LOCAL, sampling_per_minute=None)
 LONG = ("This movie was a slow, thoughtful and in the end rather wonderful film about two brothers. " * 60)[:4000]
-
-
-def finished_run(root, name="done") -> RunFolder:
-    run = RunFolder.create(RunConfig(output_dir=str(root), run_name=name, max_steps=2))
-    shutil.copytree(ASSETS_DIR / "tiny-imdb-gpt2", run.path / "model", ignore=shutil.ignore_patterns("README.md"))
-    run.append_metrics({"step": 1, "reward": 0.1})
-    run.set_status("finished", step=2)
-    return run
 
 
 @pytest.fixture(scope="module")
