@@ -1,64 +1,107 @@
 #!/usr/bin/env bash
-# Mutation testing of the engine modules (not part of CI): mutmut puts one small bug at a time into the modules
-# listed in pyproject.toml's [tool.mutmut] only_mutate and runs their fast tests; a bug no test notices survives.
-#   bash scripts/mutation.sh                         every listed module (about 30 minutes on 2 cores)
-#   bash scripts/mutation.sh advantages ui/controller store  only these modules or subpackages (under rloo_demo/, no .py)
-# MUTATION_MINUTES caps the wall time (default 40; mutants not reached are reported as not checked),
-# MUTATION_JOBS sets the mutants tested at once (default: the number of cores); MUTATION_KEEP=1 reuses mutants/.
-# Results stay in mutants/: `mutmut results` lists the survivors, `mutmut show <name>` shows one as a diff.
+# Mutation testing of the whole package, chunk by chunk (not part of CI): mutmut puts one small bug at a time into a
+# chunk's modules and runs the chunk's tests that execute that code; a bug no test notices survives.
+#   bash scripts/mutation.sh --list          the chunks (scripts/mutation_chunks.toml), their modules and time caps
+#   bash scripts/mutation.sh core store      these chunks, one after the other
+#   bash scripts/mutation.sh all             every chunk (several hours on 2 cores)
+# Each chunk runs in its own copy of the tree, build/mutation/<chunk>/, whose pyproject.toml has the chunk's modules
+# and tests in [tool.mutmut]; its table is printed and kept in build/mutation/<chunk>/scores.txt.
+# MUTATION_MINUTES overrides a chunk's time cap (mutants not reached are reported as not checked),
+# MUTATION_JOBS sets the mutants tested at once (default: the number of cores), MUTATION_KEEP=1 reuses a chunk's
+# results (mutants it has checked are not run again). Survivors: cd build/mutation/<chunk> && mutmut results, and
+# mutmut show <name> for one as a diff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 PY=${MUTATION_PYTHON:-.venv/bin/python}
 if [ ! -x "$PY" ]; then
   bash scripts/setup.sh --dev
   PY=.venv/bin/python
 fi
+PY=$(realpath -s "$PY")
 MUTMUT="$(dirname "$PY")/mutmut"
+chunks_file=scripts/mutation_chunks.toml
+
+chunk_names() { "$PY" -c 'import sys, tomllib; print(" ".join(tomllib.load(open(sys.argv[1], "rb"))["chunks"]))' "$chunks_file"; }
+
+if [ $# -eq 0 ] || [ "$1" = --list ]; then
+  "$PY" - "$chunks_file" <<'EOF'
+import sys, tomllib
+for name, chunk in tomllib.load(open(sys.argv[1], "rb"))["chunks"].items():
+    print(f"{name:<8} {chunk['minutes']:>3} min  {chunk['about']}\n{'':<15}{' '.join(chunk['modules'])}")
+EOF
+  [ $# -eq 0 ] && echo "usage: bash scripts/mutation.sh CHUNK... | all | --list" >&2
+  exit 0
+fi
+names=("$@")
+[ "$1" = all ] && read -r -a names <<<"$(chunk_names)"
+known=" $(chunk_names) "
+for name in "${names[@]}"; do
+  [[ "$known" == *" $name "* ]] || { echo "error: no chunk named $name (bash scripts/mutation.sh --list)" >&2; exit 2; }
+done
+
 jobs=${MUTATION_JOBS:-$(nproc)} # before OMP_NUM_THREADS is set: nproc honours it
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # One thread per mutant: the mutants run in parallel already, and torch's threads would only fight over the cores.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 unset PYTHONPATH # the mutated copy in mutants/ must be what the tests import
-export RLOO_DEMO_ASSETS="$PWD/assets" # mutants/ holds the code and tests only, not the embedded models
+export RLOO_DEMO_ASSETS="$root/assets" # mutants/ holds the code and tests only, not the embedded models
 
-patterns=()
-for module in "$@"; do
-  module=${module%.py}
-  module=${module%/}
-  if [ -f "rloo_demo/$module.py" ] || [ -d "rloo_demo/$module" ]; then
-    patterns+=("rloo_demo.${module//\//.}.*") # a module, or a subpackage (every module in it)
-  else
-    echo "skipping $module: there is no rloo_demo/$module.py or rloo_demo/$module/" >&2
+for name in "${names[@]}"; do
+  work=build/mutation/$name
+  if [ "${MUTATION_KEEP:-0}" != 1 ]; then
+    # A fresh start by default: mutmut links each mutant to the tests that ran its code when it first collects its
+    # stats, and later only adds new tests, so after an edited test a kept mutants/ can leave a mutant unlinked.
+    rm -rf "$work"
   fi
-done
-if [ $# -gt 0 ] && [ ${#patterns[@]} -eq 0 ]; then
-  echo "error: none of the modules exists" >&2
-  exit 2
-fi
+  mkdir -p "$work"
+  # What the tests read besides the package: the embedded models, the launch configs, the docs, the examples
+  extra=(assets configs docs examples scripts app.py requirements.txt requirements-dev.txt)
+  for path in rloo_demo tests "${extra[@]}"; do rm -rf "${work:?}/$path"; cp -r "$path" "$work/"; done
+  find "$work" -name __pycache__ -prune -exec rm -rf {} +
+  # The chunk's own [tool.mutmut]: this pyproject.toml's settings, with the chunk's modules and tests.
+  "$PY" - "$chunks_file" "$name" pyproject.toml "${extra[@]}" >"$work/pyproject.toml" <<'EOF'
+import json, re, sys, tomllib
+from pathlib import Path
 
-# A fresh start by default: mutmut links each mutant to the tests that ran its code when it first collects its
-# stats, and later only adds new tests, so after an edited test a kept mutants/ can leave a mutant unlinked.
-[ "${MUTATION_KEEP:-0}" = 1 ] || rm -rf mutants
-start=$(date +%s)
-status=0
-timeout --signal=INT --kill-after=120 "$((${MUTATION_MINUTES:-40} * 60))" \
-  nice -n 10 "$MUTMUT" run --max-children "$jobs" "${patterns[@]}" || status=$?
-[ "$status" = 0 ] || echo "mutmut ended with exit status $status (124: stopped at the time cap)" >&2
-echo "wall time: $((($(date +%s) - start) / 60)) min"
+chunk = tomllib.load(open(sys.argv[1], "rb"))["chunks"][sys.argv[2]]
+text = Path(sys.argv[3]).read_text()
+settings = tomllib.loads(text)["tool"]["mutmut"]
+missing = [t for t in chunk["tests"] if not Path(t.split("::")[0]).is_file()]
+if missing:
+    sys.exit(f"error: chunk {sys.argv[2]} names test files that do not exist: {missing}")
+settings["only_mutate"] = [f"rloo_demo/{m}" if m.endswith("*") else f"rloo_demo/{m}.py" for m in chunk["modules"]]
+settings["pytest_add_cli_args_test_selection"] = chunk["tests"]
+settings["pytest_add_cli_args"] = settings.get("pytest_add_cli_args", []) + chunk.get("select", [])
+settings["also_copy"] = sys.argv[4:]  # into mutants/, where the tests run
+# Drop the [tool.mutmut] table (up to the next table) and write the chunk's in its place: JSON's strings, numbers
+# and lists are TOML's too.
+text = re.sub(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", "", text, flags=re.M)
+print(text.rstrip() + "\n\n[tool.mutmut]")
+for key, value in settings.items():
+    print(f"{key} = {json.dumps(value)}")
+EOF
+  minutes=${MUTATION_MINUTES:-$("$PY" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["chunks"][sys.argv[2]]["minutes"])' "$chunks_file" "$name")}
+  echo "== chunk $name: at most $minutes min, $jobs at once, in $work" >&2
+  start=$(date +%s)
+  status=0
+  (cd "$work" && timeout --signal=INT --kill-after=120 "$((minutes * 60))" \
+    nice -n 10 "$MUTMUT" run --max-children "$jobs") || status=$?
+  [ "$status" = 0 ] || echo "mutmut ended with exit status $status (124: stopped at the time cap)" >&2
+  wall=$((($(date +%s) - start) / 60))
 
-# Per-module table from mutmut's result files (mutants/<module>.py.meta).
-"$PY" - "${patterns[@]}" <<'EOF'
-import fnmatch, json, sys
+  # Per-module table from mutmut's result files (mutants/<module>.py.meta).
+  (cd "$work" && "$PY" - "$name" "$wall" "$(git -C "$root" rev-parse --short HEAD)" <<'EOF'
+import json, sys
 from pathlib import Path
 
 from mutmut.stats import status_by_exit_code
 
-patterns = sys.argv[1:]
+name, wall, commit = sys.argv[1:]
 rows, totals = [], {}
 for meta in sorted(Path("mutants").glob("rloo_demo/**/*.py.meta")):
-    module = str(meta.relative_to("mutants"))[: -len(".py.meta")].replace("/", ".")
+    module = str(meta.relative_to("mutants/rloo_demo"))[: -len(".py.meta")]
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    codes = {k: v for k, v in codes.items() if not patterns or any(fnmatch.fnmatch(k, p) for p in patterns)}
     if not codes:
         continue
     count = {}
@@ -70,19 +113,23 @@ for meta in sorted(Path("mutants").glob("rloo_demo/**/*.py.meta")):
         totals[status] = totals.get(status, 0) + n
 
 
-def line(name, count):
+def line(module, count):
     caught = count.get("killed", 0) + count.get("timeout", 0) + count.get("caught by type check", 0)
     checked = sum(count.values()) - count.get("not checked", 0) - count.get("skipped", 0)
     score = f"{100 * caught / checked:5.1f}%" if checked else "    –"
     cells = [count.get(s, 0) for s in ("killed", "timeout", "survived", "no tests", "suspicious", "not checked")]
-    return f"{name:<28} {sum(count.values()):>6} " + " ".join(f"{c:>8}" for c in cells) + f"  {score}"
+    return f"{module:<28} {sum(count.values()):>6} " + " ".join(f"{c:>8}" for c in cells) + f"  {score}"
 
 
-print(f"{'module':<28} {'total':>6} {'killed':>8} {'timeout':>8} {'survived':>8} {'no tests':>8} {'suspic.':>8} "
-      f"{'unchecked':>8}  score")
-for module, count in rows:
-    print(line(module, count))
+out = [f"chunk {name} at {commit}: {wall} min",
+       f"{'module':<28} {'total':>6} {'killed':>8} {'timeout':>8} {'survived':>8} {'no tests':>8} {'suspic.':>8} "
+       f"{'unchecked':>8}  score"]
+out += [line(module, count) for module, count in rows]
 if len(rows) > 1:
-    print(line("all", totals))
-print("score = (killed + timeout) / (total - not checked); 'no tests' counts as survived")
+    out.append(line("all", totals))
+out.append("score = (killed + timeout) / (total - not checked); 'no tests' counts as survived")
+print("\n".join(out))
+Path("scores.txt").write_text("\n".join(out) + "\n")
 EOF
+  )
+done
