@@ -228,3 +228,49 @@ def test_probe_lays_the_steps_side_by_side():
     assert "rloo-neg" in rows[0] and "rloo-pos" in rows[1]  # tinted by each sample's reward
     note = probe_note(probe_result())
     assert "seed 3" in note and "**-0.200**" in note and "**+0.750**" in note and "25 here" in note
+
+
+# ----------------------------------------------------------------------------- engine/tokens against hand values
+
+
+def test_a_column_keeps_finite_numbers_only_and_a_record_needs_both_lists():
+    c = {"token_texts": ["a", "b", "c", "d", "e"], "token_logp": [-1, True, "x", float("nan"), -0.5]}
+    assert tokens.column(c, "token_logp") == [-1.0, None, None, None, -0.5]
+    assert tokens.column(c, "token_entropy") == [None] * 5  # missing: as long as the texts, all unknown
+    assert tokens.has_tokens(c)
+    assert not tokens.has_tokens({"token_texts": ["a"], "token_logp": None})
+    assert not tokens.has_tokens({"token_texts": "a", "token_logp": [-1.0]})
+    assert not tokens.has_tokens({"token_texts": ["a", "b"], "token_logp": [-1.0]})
+
+
+def test_k3_clamps_its_log_ratio_at_700_and_a_sum_of_nothing_is_unknown():
+    assert tokens.k3(-1000.0, 0.0) == tokens.k3(-700.0, 0.0) == pytest.approx(__import__("math").expm1(700) - 700)
+    assert tokens.total([None, None]) is None and tokens.total([]) is None
+    assert tokens.total([None, 0.0, -2.5]) == -2.5
+
+
+def test_kl_matrix_labels_default_group_and_uses_the_estimator_asked():
+    c = completion([" a", " b"], [-1.0, -2.0], [-1.0, -2.0], ref=[-1.5, -1.0])
+    labels, rows = tokens.kl_matrix([{"completions": [c, {"text": "no record"}, c]}], "k3")
+    assert labels == ["P1 #1", "P1 #3"]  # no 'group': the first prompt; the completion without a record is left out
+    assert rows == [[tokens.k3(-1.0, -1.5), tokens.k3(-2.0, -1.0)]] * 2
+    assert rows[0] != tokens.token_kl(c, "k1")
+    assert tokens.kl_matrix([]) == ([], [])
+
+
+def test_kl_location_against_shares_worked_by_hand():
+    # |k1| of three completions: 8 tokens (quarter 2), 2 tokens (quarter 1), 1 token (quarter 1: no last quarter)
+    rows = [[1, -2, 3, 4, 5, 6, 7, -8], [0.5, None, -0.5], [2.0]]
+    where = tokens.kl_location(rows)
+    grand = 36 + 1 + 2
+    assert where == {
+        "start_share": pytest.approx((1 + 2 + 0.5 + 2) / grand),
+        "end_share": pytest.approx((7 + 8 + 0.5) / grand),
+        "top_share": pytest.approx(8 / grand),  # 11 tokens: the top 10% is one token
+        "top_tokens": 1,
+        "tokens": 11,
+    }
+    twenty = tokens.kl_location([[float(v) for v in range(1, 21)]])
+    assert twenty["top_tokens"] == 2 and twenty["top_share"] == pytest.approx((20 + 19) / 210)
+    assert tokens.kl_location([[0.0, 0.0]]) is None and tokens.kl_location([[None]]) is None
+    assert tokens.kl_location([[0.25, 0.5]])["tokens"] == 2  # a total under 1 is still a KL
