@@ -23,6 +23,7 @@ from rloo_demo.eval.evaluation import (
     format_report,
     heldout_prompts,
     heldout_scorers,
+    judges_lines,
 )
 from rloo_demo.models.hub import EMBEDDED_POLICY
 from rloo_demo.models.policy import load_policy
@@ -357,3 +358,38 @@ def test_top_p_keeps_the_smallest_most_likely_set_that_reaches_p_in_each_row():
     # two tokens of exactly 0.5 each: the second's mass before it is exactly p = 0.5, not over it, so it is kept
     tie = torch.tensor([[0.0, -60.0, 0.0]], dtype=torch.float64)
     assert _filter_top_p(tie.clone(), 0.5).tolist() == [[0.0, -math.inf, 0.0]]
+
+
+def test_the_cli_report_word_for_word():
+    """The report the CLI prints (``format_report``), on a result whose numbers tell the columns apart: base and
+    trained differ in every measure, a judge is missing, and the collapse warning is set."""
+    result = {
+        "base_mean_reward": 0.12344, "trained_mean_reward": 0.56789, "difference": 0.44446,
+        "difference_ci95": [0.3, -0.1], "num_prompts": 16, "samples_per_prompt": 2, "seed": 9,
+        "per_function": {"vader_compound": {"base": 0.2, "trained": -0.7}, "classifier": {"base": 0.45, "trained": 0.4}},
+        "heldout_scorers": ["classifier"], "kl_trained_vs_base": 1.23456,
+        "judges": {"base": {"distinct_2": 0.91, "repetition": 0.05, "base_perplexity": 41.25},
+                   "trained": {"distinct_2": 0.125, "base_perplexity": 912.75}},
+        "collapse_warning": "Warning: collapsed.",
+        "samples": [{"prompt": f"p{i}", "base": f"b{i}", "trained": f"t{i}"} for i in range(5)],
+    }
+    expected = [
+        "base_mean_reward=0.1234",
+        "trained_mean_reward=0.5679",
+        "difference=+0.4445  95% bootstrap CI [+0.3000, -0.1000]  (16 held-out prompts x 2 samples, seed 9)",
+        "  vader_compound           base +0.2000  trained -0.7000  (trained on)",
+        "  classifier               base +0.4500  trained +0.4000  (held-out scorer)",
+        "kl_trained_vs_base=1.235 nats per completion",
+        "judges of the text (the reward models cannot be fooled here):",
+        "  distinct-2       base 0.910  trained 0.125  (share of unique word bigrams)",
+        "  repetition       base 0.050  trained –  (share of bigrams repeated within a sample)",
+        "  base perplexity  base 41.2  trained 912.8  (per token, under the base model)",
+        "Warning: collapsed.",
+        "",
+        "Sample completions (same prompt, same seed):",
+        *[line for i in range(4) for line in (f"  prompt : p{i}", f"  base   : b{i}", f"  trained: t{i}")],
+    ]
+    assert format_report(result).split("\n") == expected
+    assert judges_lines({**result, "judges": {"base": {}}}) == []
+    assert judges_lines({**result, "judges": "x"}) == [] and judges_lines({}) == []
+    assert judges_lines({**result, "collapse_warning": None})[-1].startswith("  base perplexity")
