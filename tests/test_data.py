@@ -133,3 +133,83 @@ def test_cached_chat_prompts_cannot_be_changed_by_a_caller():
     first[0][0]["content"] = "edited"
     again = prompt_dataset(part="heldout", template="chat", limit=2, system_prompt="Be kind.")["prompt"]
     assert again[0][0]["content"] == "Be kind."
+
+
+# ----------------------------------------------------------------------------- local files, against what the test wrote
+
+
+def _expected_prompts(texts, part, num_words):
+    """The prompts of ``part`` worked out here: the hash rule's part, the first words, no repeats, in file order."""
+    out = []
+    for t in texts:
+        prompt = " ".join(clean_text(t).split()[:num_words])
+        if is_heldout(clean_text(t)) == (part == "heldout") and prompt not in out:
+            out.append(prompt)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "json-list", "json-object"])
+def test_a_local_file_of_each_kind_gives_the_prompts_worked_out_here(tmp_path, kind):
+    texts = [f"Review {i}<br />number {i % 7} was a <br /> film of {i} parts" for i in range(60)]
+    rows = [{"body": t, "id": str(i)} for i, t in enumerate(texts)]
+    if kind == "csv":
+        path = tmp_path / "r.CSV"  # the suffix in any case
+        path.write_text("id,body\n" + "".join(f'{r["id"]},"{r["body"]}"\n' for r in rows), encoding="utf-8")
+    elif kind == "jsonl":
+        path = tmp_path / "r.jsonl"
+        path.write_text("\n\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")  # blank lines skipped
+    else:
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps(rows if kind == "json-list" else {"data": rows}), encoding="utf-8")
+    for part in ("train", "heldout"):
+        got = prompt_dataset(str(path), part=part, num_words=4, text_column="body")["prompt"]
+        assert got == _expected_prompts(texts, part, 4), (kind, part)
+    assert len(_expected_prompts(texts, "heldout", 4)) > 0  # both parts non-empty: the split is exercised
+
+
+def test_a_file_of_finished_prompts_keeps_texts_and_messages_and_names_a_bad_row(tmp_path):
+    given = [f"  Tell me about film {i}. " for i in range(40)] + [""] * 3
+    chat = [[{"role": "user", "content": f"Film {i}?", "extra": 1}] for i in range(40)]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps({"prompt": p}) for p in given + chat), encoding="utf-8")
+    got = prompt_dataset(str(path), part="train", template="chat", system_prompt="Be brief.")["prompt"]
+    texts = [p.strip() for p in given if p.strip()] + [[{"role": "user", "content": m[0]["content"]}] for m in chat]
+    from rloo_demo.chat import prompt_key
+
+    expected = [[{"role": "system", "content": "Be brief."}, *([{"role": "user", "content": p}] if isinstance(p, str)
+                 else p)] for p in texts if not is_heldout(prompt_key(p))]
+    assert got == expected and len(expected) > 40
+    with pytest.raises(DataError, match="need the chat template"):
+        prompt_dataset(str(path), part="train", template="continuation")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "fine"}\n{"prompt": 7}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"^row 2 of '.*bad\.jsonl': a prompt must be a text or a list of messages"):
+        prompt_dataset(str(bad))
+
+
+@pytest.mark.parametrize(
+    "name, body, needle",
+    [
+        ("a.csv", b"\xff\xfe,x\n", r"^data file 'a\.csv' cannot be read as csv: "),
+        ("a.json", b"{", r"^data file 'a\.json' cannot be read as json: "),
+        ("b.json", b"{}", r"^data file 'b\.json' cannot be read as json: "),  # an object without a list in it
+        ("a.jsonl", b'{"text": 1}\n{oops\n', r"^data file 'a\.jsonl' cannot be read as jsonl: "),
+        ("e.jsonl", b"\n\n", r"^data source '.*e\.jsonl' has no rows$"),
+    ],
+    ids=["csv-bytes", "json-syntax", "json-empty-object", "jsonl-line", "no-rows"],
+)
+def test_an_unreadable_local_file_is_named_with_its_kind(tmp_path, name, body, needle):
+    (tmp_path / name).write_bytes(body)
+    with pytest.raises(DataError, match=needle):
+        load_texts(str(tmp_path / name))
+
+
+def test_a_missing_column_names_the_columns_there_are(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"zeta": "x", "alpha": "y"}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        load_texts(str(path), text_column="body")
+    assert "has no column 'body'; its columns are ['alpha', 'zeta']. Pass --text-column" in str(err.value)
+    path.write_text(json.dumps({"body": ""}) + "\n" + json.dumps({"body": "a <br />b"}) + "\n", encoding="utf-8")
+    ds = load_texts(str(path), text_column="body")
+    assert ds["text"] == ["a b"] and ds["heldout"] == [is_heldout("a b")]

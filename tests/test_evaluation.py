@@ -366,7 +366,9 @@ def test_the_cli_report_word_for_word():
     result = {
         "base_mean_reward": 0.12344, "trained_mean_reward": 0.56789, "difference": 0.44446,
         "difference_ci95": [0.3, -0.1], "num_prompts": 16, "samples_per_prompt": 2, "seed": 9,
-        "per_function": {"vader_compound": {"base": 0.2, "trained": -0.7}, "classifier": {"base": 0.45, "trained": 0.4}},
+        "per_function": {
+            "vader_compound": {"base": 0.2, "trained": -0.7}, "classifier": {"base": 0.45, "trained": 0.4}
+        },
         "heldout_scorers": ["classifier"], "kl_trained_vs_base": 1.23456,
         "judges": {"base": {"distinct_2": 0.91, "repetition": 0.05, "base_perplexity": 41.25},
                    "trained": {"distinct_2": 0.125, "base_perplexity": 912.75}},

@@ -23,7 +23,9 @@ EVALUATION = {
 
 def test_the_model_card_line_for_line(tmp_path):
     config = RunConfig(output_dir=str(tmp_path), **CONFIG)
-    metrics = [{"step": 1, "reward": -0.125, "kl": 0.0}, {"step": 2, "reward": 0.0}, {"step": 3, "reward": 0.5, "kl": 0.0375}]
+    metrics = [
+        {"step": 1, "reward": -0.125, "kl": 0.0}, {"step": 2, "reward": 0.0}, {"step": 3, "reward": 0.5, "kl": 0.0375}
+    ]
     card = model_card(config, metrics, EVALUATION)
     head, config_block = card.split("\n## Config\n", 1)
     base = config.policy.removeprefix("embedded:")
@@ -42,7 +44,8 @@ def test_the_model_card_line_for_line(tmp_path):
         f"`{base}` post-trained with RLOO (REINFORCE Leave-One-Out) through TRL's `RLOOTrainer` by rloo-demo.",
         "",
         "- reward: 1 x vader_compound + 0.25 x length_penalty",
-        f"- K = 3 completions per prompt, {config.prompts_per_step} prompts per step, 3 of 9 steps, lr 3e-05, beta 0.02",
+        f"- K = 3 completions per prompt, {config.prompts_per_step} prompts per step, 3 of 9 steps, lr 3e-05, "
+        "beta 0.02",
         f"- prompts: {config.data_source} (plain template)",
         "- training reward -0.125 (step 1) -> +0.500 (step 3), KL to reference 0.037 nats/token",
         "",

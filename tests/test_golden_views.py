@@ -159,7 +159,9 @@ def _eval_result():
         "num_prompts": 16,
         "samples_per_prompt": 2,
         "seed": 5,
-        "samples": [{"prompt": "It <was>", "base": "meh", "trained": EVIL}, {"prompt": "Then", "base": "", "trained": "ok"}],
+        "samples": [
+            {"prompt": "It <was>", "base": "meh", "trained": EVIL}, {"prompt": "Then", "base": "", "trained": "ok"}
+        ],
     }
 
 
@@ -267,8 +269,8 @@ def _cases(locale):
     cfg = RunConfig(max_steps=40, num_generations=3, max_new_tokens=24, variance_every=10, beta=0.07)
     cases["estimate"] = train.estimate_text(cfg, 0.8, None, locale)
     cases["estimate/over_budget"] = train.estimate_text(cfg, 0.8, 20.0, locale, speed=SPEED)
-    cases["estimate/in_budget"] = train.estimate_text(cfg, 0.8, 600.0, locale,
-                                                      speed=Speed(load=5.0, first=1.0, step=0.8, source=None, scaled=False))
+    unmeasured = Speed(load=5.0, first=1.0, step=0.8, source=None, scaled=False)
+    cases["estimate/in_budget"] = train.estimate_text(cfg, 0.8, 600.0, locale, speed=unmeasured)
     cases["meter_estimate"] = train.meter_estimate_text(cfg, 0.8, locale)
     recs = _records()
     cases["status/running"] = train.status_line("running", recs, 40, 75.0, "run-<1>", None, locale)

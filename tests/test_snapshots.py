@@ -16,7 +16,7 @@ POLICY = RunConfig().policy
 
 
 class FakeModel:
-    """Writes a config.json (what list_snapshots looks for) holding ``tag``, and keeps the keywords it was saved with."""
+    """Writes a config.json (what list_snapshots looks for) holding ``tag``; keeps the keywords it was saved with."""
 
     def __init__(self, tag="a"):
         self.tag, self.saved_with = tag, []
