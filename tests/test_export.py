@@ -90,3 +90,15 @@ def test_this_process_is_alive_and_a_finished_one_or_another_boot_is_not():
 @pytest.mark.parametrize("pid", [None, 0, -3, True, "12", 2.0])
 def test_a_status_without_a_usable_pid_is_not_alive(pid):
     assert not process.is_alive({"pid": pid, "boot_time": None, "pid_created": None})
+
+
+def test_an_export_prunes_the_folder_to_its_own_cap(tmp_path):
+    exports = tmp_path / "exports"
+    for i, name in enumerate(("old-1", "old-2")):
+        (exports / name).mkdir(parents=True)
+        os.utime(exports / name, (1000 + i, 1000 + i))
+    run = _finished(tmp_path / "runs", "capped")
+    folder = export_run(run, exports, max_folders=2)[0].parent
+    assert sorted(p.name for p in exports.iterdir()) == sorted([folder.name, "old-2"])  # the newer other stays
+    kept = export_run(_finished(tmp_path / "runs", "capped-2"), exports, max_folders=1)[0].parent
+    assert [p.name for p in exports.iterdir()] == [kept.name]
