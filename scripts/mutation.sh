@@ -91,7 +91,7 @@ EOF
   wall=$((($(date +%s) - start) / 60))
 
   # Per-module table from mutmut's result files (mutants/<module>.py.meta).
-  (cd "$work" && "$PY" - "$name" "$wall" "$(git -C "$root" rev-parse --short HEAD)" <<'EOF'
+  (cd "$work" && "$PY" - "$name" "$wall" "$(git -C "$root" describe --always --dirty)" <<'EOF'
 import json, sys
 from pathlib import Path
 
