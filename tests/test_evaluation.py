@@ -395,3 +395,58 @@ def test_the_cli_report_word_for_word():
     assert judges_lines({**result, "judges": {"base": {}}}) == []
     assert judges_lines({**result, "judges": "x"}) == [] and judges_lines({}) == []
     assert judges_lines({**result, "collapse_warning": None})[-1].startswith("  base perplexity")
+
+
+def test_the_interval_is_seeded_by_the_evaluation_and_the_warning_reads_trained_against_base(models, prompts,
+                                                                                            monkeypatch):
+    """With 4 prompts, the bootstrap's order statistics barely depend on its seed, so what ``evaluate`` passes on is
+    checked at the call: the per-prompt differences with the evaluation's own seed, and the judges of the trained
+    samples against the base's (the other way round would compare the base with itself)."""
+    from rloo_demo.eval import evaluation
+
+    calls = {}
+    monkeypatch.setattr(evaluation, "bootstrap_interval", lambda diffs, seed: calls.setdefault("ci", (diffs, seed)) and
+                        (-0.5, 0.75))
+    monkeypatch.setattr(evaluation, "collapse_warning", lambda judged, base: calls.setdefault("warn", (judged, base)) and
+                        "warned")
+    base, trained, tok = models
+    result = evaluate(base, trained, tok, CONFIG, prompts, samples_per_prompt=PER_PROMPT, seed=SEED + 2,
+                      max_new_tokens=NEW_TOKENS)
+    diffs, seed = calls["ci"]
+    per_prompt = [
+        statistics.fmean(result["trained_rewards"][i * PER_PROMPT : (i + 1) * PER_PROMPT])
+        - statistics.fmean(result["base_rewards"][i * PER_PROMPT : (i + 1) * PER_PROMPT])
+        for i in range(len(prompts))
+    ]
+    assert seed == SEED + 2 and diffs == pytest.approx(per_prompt)
+    assert list(result["difference_ci95"]) == [-0.5, 0.75]
+    assert calls["warn"] == (result["judges"]["trained"], result["judges"]["base"])
+    assert result["judges"]["trained"] != result["judges"]["base"]
+    assert result["collapse_warning"] == "warned"
+
+
+def test_the_collapse_warning_at_its_thresholds_word_for_word():
+    from rloo_demo.eval.judges import collapse_warning
+
+    assert collapse_warning({"distinct_2": 0.25, "repetition": 0.5, "base_perplexity": 300.0},
+                            {"base_perplexity": 100.0}) is None  # every threshold is strict
+    assert collapse_warning({"distinct_2": float("nan"), "repetition": True}) is None  # not numbers: no verdict
+    assert collapse_warning({"base_perplexity": 900.0}, {"base_perplexity": 0.0}) is None
+    assert collapse_warning({"base_perplexity": 900.0}) is None  # no base to compare with
+    unnoticed = "The reward and the classifier may not notice."
+    assert collapse_warning({"distinct_2": 0.1, "repetition": 0.75}) == (
+        "Warning: the completions have collapsed into repetition (distinct-2 0.10 < 0.25; repetition 0.75 > 0.5). "
+        + unnoticed
+    )
+    assert collapse_warning({"repetition": 0.51}) == (
+        "Warning: the completions have collapsed into repetition (repetition 0.51 > 0.5). " + unnoticed
+    )
+    assert collapse_warning({"base_perplexity": 301.0}, {"base_perplexity": 100.0}) == (
+        "Warning: the base model finds the trained samples 3 times more perplexing than its own (perplexity 301 vs "
+        "100 per token): they no longer read like its language. " + unnoticed
+    )
+    assert collapse_warning({"distinct_2": 0.2, "base_perplexity": 950.0}, {"base_perplexity": 100.0}) == (
+        "Warning: the completions have collapsed into repetition (distinct-2 0.20 < 0.25). Also the base model finds "
+        "the trained samples 10 times more perplexing than its own (perplexity 950 vs 100 per token): they no longer "
+        "read like its language. " + unnoticed
+    )

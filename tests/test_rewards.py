@@ -1,5 +1,7 @@
 """Reward functions, the registry and weighted combination: ``python -m pytest tests/test_rewards.py``."""
 
+import json
+
 import pytest
 from transformers import pipeline
 
@@ -98,3 +100,68 @@ def test_a_causal_lm_is_not_a_classifier_reward():
     with pytest.raises(ResolveError, match="is not a sequence classifier"):  # before any run folder is made
         check_resources(RunConfig(rewards=[f"classifier:{ASSETS_DIR / 'tiny-imdb-gpt2'}"]))  # a folder, by path
     build_reward("classifier:embedded:tiny-imdb-sentiment")  # the real one passes
+
+
+# ----------------------------------------------------------------------------- against values worked out here
+
+
+def test_the_sentiment_pipeline_is_one_cached_cpu_pipeline_of_the_classifier_folder():
+    from rloo_demo.models.hub import ResolveError
+    from rloo_demo.task.rewards import EMBEDDED_CLASSIFIER, sentiment_pipeline
+
+    first = sentiment_pipeline()
+    assert sentiment_pipeline(EMBEDDED_CLASSIFIER) is first  # cached by folder: one copy per process
+    folder = resolve_model(EMBEDDED_CLASSIFIER)
+    assert first.task == "sentiment-analysis" and str(first.device) == "cpu"
+    assert first.model.name_or_path == folder and first.tokenizer.name_or_path == folder
+    with pytest.raises(ResolveError, match=r"tiny-imdb-sentiment"):  # the error names the classifier to use instead
+        sentiment_pipeline("")
+
+
+@pytest.mark.parametrize(
+    "config, needle",
+    [
+        ({"architectures": ["BertForSequenceClassification"], "id2label": {"0": "a", "1": "b", "2": "c"}},
+         r"has 3 labels; a reward needs a two-label"),
+        ({"architectures": ["BertForSequenceClassification"], "num_labels": 5}, r"has 5 labels"),
+        ({"architectures": ["GPT2LMHeadModel"]}, r"is not a sequence classifier \(its architectures are "),
+        (None, r"^classifier 'classifier:mine' has no readable config\.json$"),
+    ],
+    ids=["three-labels", "five-by-count", "causal-lm", "no-config"],
+)
+def test_a_classifier_is_checked_by_its_config_alone(tmp_path, config, needle):
+    from rloo_demo.models.hub import ResolveError
+    from rloo_demo.task.rewards import check_classifier_folder
+
+    if config is not None:
+        (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ResolveError, match=needle):
+        check_classifier_folder(str(tmp_path), "classifier:mine")
+    (tmp_path / "config.json").write_text('{"architectures": ["XForSequenceClassification"], "id2label": '
+                                          '{"0": "neg", "1": "pos"}, "num_labels": 7}', encoding="utf-8")
+    check_classifier_folder(str(tmp_path), "classifier:mine")  # two labels by id2label, whatever num_labels says
+
+
+def test_length_targets_run_from_1_to_the_cap_and_a_long_name_is_cut_in_the_message():
+    from rloo_demo.task.rewards import MAX_LENGTH_TARGET, check_reward_name
+
+    for ok in (1, MAX_LENGTH_TARGET):
+        check_reward_name(f"length_target:{ok}")
+    for bad in (0, MAX_LENGTH_TARGET + 1):
+        with pytest.raises(InputError, match=f"from 1 to {MAX_LENGTH_TARGET}"):
+            check_reward_name(f"length_target:{bad}")
+    sixty = "x" * 60
+    with pytest.raises(InputError) as err:
+        check_reward_name(sixty)
+    assert f"unknown reward {sixty!r};" in str(err.value)  # 60 characters: shown whole
+    with pytest.raises(InputError) as err:
+        check_reward_name("y" * 61)
+    assert f"unknown reward {'y' * 59 + '…'!r};" in str(err.value)  # 61: cut to 59 and an ellipsis
+
+
+def test_weights_default_to_one_for_every_named_reward():
+    from rloo_demo.task.rewards import WeightedReward
+
+    combined = WeightedReward.from_names(["vader_compound", "length_penalty"])
+    assert tuple(combined.weights) == (1.0, 1.0)
+    assert tuple(WeightedReward.from_names(["vader_compound"], [0.25]).weights) == (0.25,)
