@@ -405,10 +405,17 @@ def test_the_interval_is_seeded_by_the_evaluation_and_the_warning_reads_trained_
     from rloo_demo.eval import evaluation
 
     calls = {}
-    monkeypatch.setattr(evaluation, "bootstrap_interval", lambda diffs, seed: calls.setdefault("ci", (diffs, seed)) and
-                        (-0.5, 0.75))
-    monkeypatch.setattr(evaluation, "collapse_warning", lambda judged, base: calls.setdefault("warn", (judged, base)) and
-                        "warned")
+
+    def interval(diffs, seed):
+        calls["ci"] = (diffs, seed)
+        return (-0.5, 0.75)
+
+    def warning(judged, base):
+        calls["warn"] = (judged, base)
+        return "warned"
+
+    monkeypatch.setattr(evaluation, "bootstrap_interval", interval)
+    monkeypatch.setattr(evaluation, "collapse_warning", warning)
     base, trained, tok = models
     result = evaluate(base, trained, tok, CONFIG, prompts, samples_per_prompt=PER_PROMPT, seed=SEED + 2,
                       max_new_tokens=NEW_TOKENS)
