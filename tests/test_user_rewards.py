@@ -274,3 +274,13 @@ def test_a_public_server_never_loads_a_visitors_module(tmp_path):
     assert not sentinel.exists()
     load_reward(f"{path}:f")  # the same file on a local server does run: the refusal is what kept it out
     assert sentinel.read_text() == "pwned"
+
+
+def test_a_value_that_is_no_number_is_quoted_whole_up_to_60_characters_and_cut_past_them():
+    fits, over = "a" * 58, "b" * 59  # their reprs: 60 and 61 characters with the quotes
+    with pytest.raises(RewardFunctionError) as err:
+        check_scores("mine", "r.py", [fits], 1)
+    assert f"returned {fits!r} for completion 1, which is not a number" in str(err.value)
+    with pytest.raises(RewardFunctionError) as err:
+        check_scores("mine", "r.py", [0.5, over], 2)
+    assert f"returned {repr(over)[:59]}… for completion 2, which is not a number" in str(err.value)
