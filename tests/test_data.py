@@ -213,3 +213,23 @@ def test_a_missing_column_names_the_columns_there_are(tmp_path):
     path.write_text(json.dumps({"body": ""}) + "\n" + json.dumps({"body": "a <br />b"}) + "\n", encoding="utf-8")
     ds = load_texts(str(path), text_column="body")
     assert ds["text"] == ["a b"] and ds["heldout"] == [is_heldout("a b")]
+
+
+def test_a_typed_prompt_as_the_run_saw_its_prompts(tmp_path):
+    from rloo_demo.config import RunConfig
+    from rloo_demo.task.data import as_run_prompt, run_prompts
+
+    chat = RunConfig(prompt_template="chat", system_prompt="Be kind.", output_dir=str(tmp_path))
+    assert as_run_prompt(chat, "Hi?", folder=tmp_path) == [
+        {"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi?"}
+    ]
+    plain = RunConfig(prompt_template="continuation")
+    assert as_run_prompt(plain, "Hi?") == "Hi?"
+    # auto: the folder's tokenizer decides (no chat template there: the text itself)
+    assert as_run_prompt(RunConfig(prompt_template="auto"), "Hi?", folder=tmp_path) == "Hi?"
+    (tmp_path / "chat_template.jinja").write_text("{{ messages }}")
+    assert as_run_prompt(RunConfig(prompt_template="auto"), "Hi?", folder=tmp_path) == [
+        {"role": "user", "content": "Hi?"}
+    ]
+    given = run_prompts(RunConfig(prompt_words=3), "heldout", limit=4)["prompt"]
+    assert given == prompt_dataset(part="heldout", num_words=3, limit=4)["prompt"] and len(given) == 4
