@@ -53,7 +53,8 @@ def test_a_steps_diagnostics_are_the_means_worked_out_here():
         "kl_k1": pytest.approx(0.4 / 4),
         "kl_k2": pytest.approx(1.0 / 4),
         "kl_k3": pytest.approx(2.0 / 4),
-        "judges/distinct_2": pytest.approx(6 / 6),  # bigrams: good good, good film, a fine, fine film, very very, very bad
+        # bigrams: good good, good film, a fine, fine film, very very, very bad: six, none twice
+        "judges/distinct_2": pytest.approx(6 / 6),
         "judges/repetition": pytest.approx(0.0),
     }
     no_k2 = [{"completions": [{"weighted_reward": 1.0, "kl": 0.0, "text": "x"}] * 2}]
