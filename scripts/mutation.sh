@@ -55,6 +55,7 @@ for name in "${names[@]}"; do
     rm -rf "$work"
   fi
   mkdir -p "$work"
+  tree=$(git describe --always --dirty) # the tree copied below, named as it was when the chunk started
   # What the tests read besides the package: the embedded models, the launch configs, the docs, the examples
   extra=(assets configs docs examples scripts app.py requirements.txt requirements-dev.txt)
   for path in rloo_demo tests "${extra[@]}"; do rm -rf "${work:?}/$path"; cp -r "$path" "$work/"; done
@@ -91,7 +92,7 @@ EOF
   wall=$((($(date +%s) - start) / 60))
 
   # Per-module table from mutmut's result files (mutants/<module>.py.meta).
-  (cd "$work" && "$PY" - "$name" "$wall" "$(git -C "$root" describe --always --dirty)" <<'EOF'
+  (cd "$work" && "$PY" - "$name" "$wall" "$tree" <<'EOF'
 import json, sys
 from pathlib import Path
 
