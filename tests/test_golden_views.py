@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rloo_demo.config import RunConfig
+from rloo_demo.engine import tokens as token_math
 from rloo_demo.server.estimate import Speed
 from rloo_demo.store.summary import summarize
 from rloo_demo.toy import exact_table
@@ -98,6 +99,17 @@ def _group(beta=0.07, group=1, step=12):
     }
 
 
+def _zero_group():
+    """A completion the update left alone and the reference agrees with: every Δ log π, k1 and k3 is 0, the
+    advantage is exactly 0, two tokens tie, and its pieces hold a newline, a tab and nothing at all."""
+    same = [-1.0, -2.0, -0.5, -0.1]
+    c = _completion(
+        " a b\n\t", [" a", " b", "\n\t", ""], same, list(same), list(same), [1.5, 1.5, 0.5, 2.5],
+        shaped=0.2, baseline=0.2, advantage=0.0, scores={"vader_compound": 0.2, "length_penalty": 0.0},
+    )
+    return {**_group(group=3), "completions": [c]}
+
+
 def _normalized_group():
     g = _group(group=0)
     g["normalize_advantages"] = True
@@ -123,6 +135,7 @@ def _probe_result(cut=False):
         {"label": "final (step 60)", "samples": [{"text": "great", "reward": 0.91}, {"text": "ok", "reward": -0.06}],
          "mean_reward": 0.425},
         {"label": "my <own> column", "samples": [], "mean_reward": None},
+        {"label": "now (step 61, training)", "samples": [], "mean_reward": None},
     ]
     result = {"prompt": "The plot <was>", "seed": 7, "num_samples": 2, "snapshot_every": 20, "kept": 3, "steps": steps}
     if cut:
@@ -223,16 +236,25 @@ def _cases(locale):
             cases[f"token_note/{m}/{i}"] = tokens.token_note_markdown(g, i, m, locale)
         cases[f"token_spans_beta0/{m}"] = tokens.token_spans_html(g0, 0, m, locale)
         cases[f"token_note_beta0/{m}"] = tokens.token_note_markdown(g0, 0, m, locale)
+    for m in tokens.MEASURES:
+        cases[f"token_spans_zero/{m}"] = tokens.token_spans_html(_zero_group(), 0, m, locale)
+        cases[f"token_note_zero/{m}"] = tokens.token_note_markdown(_zero_group(), 0, m, locale)
     cases["token_spans/unknown_measure"] = tokens.token_spans_html(g, 1, "<bad>", locale)
     cases["token_spans/no_record"] = tokens.token_spans_html({**g, "completions": [{"text": "x"}]}, 0, "delta", locale)
     cases["token_rows/0"] = tokens.token_rows(g["completions"][0], locale)
-    cases["token_colour"] = [tokens.token_colour(v, m, 2.0) for m in tokens.MEASURES for v in (None, -3.0, -0.5, 0, 1)]
+    cases["token_colour"] = [
+        tokens.token_colour(v, m, s) for m in tokens.MEASURES for v in (None, -3.0, -0.5, 0, 1) for s in (2.0, 0.0, -1.0)
+    ]
     cases["probe_html"] = probe.probe_html(_probe_result(), locale)
     cases["probe_html/cut"] = probe.probe_html(_probe_result(cut=True), locale)
     cases["probe_html/none"] = probe.probe_html({"steps": []}, locale)
     cases["probe_note"] = probe.probe_note(_probe_result(), locale)
     cases["probe_note/off"] = probe.probe_note({**_probe_result(), "snapshot_every": 0, "kept": None}, locale)
     cases["probe_note/every"] = probe.probe_note({**_probe_result(), "kept": None}, locale)
+    bare = {k: v for k, v in _probe_result().items() if k not in ("num_samples", "prompt")}
+    cases["probe_note/no_count"] = probe.probe_note(bare, locale)  # K read from the first policy's samples
+    cases["probe_html/no_prompt"] = probe.probe_html(bare, locale)
+    cases["probe_note/no_means"] = probe.probe_note({"steps": [{"label": "step 1", "samples": []}]}, locale)
     cases["probe_labels"] = [probe.probe_label(x, locale) for x in
                              ("base policy (step 0)", "step 5", "final (step 9)", "now (step 3, training)", "<x>", 3)]
     cases["groups_html"] = rollouts.groups_html([_normalized_group(), g, _silent_group()], locale, selected=(1, 1))
@@ -308,6 +330,8 @@ def test_the_cases_exercise_every_branch_they_name():
     cases = _cases("en")
     assert "no-signal" in cases["groups_html"] and "data-selected='1'" in cases["groups_html"]
     assert len(cases) > 60
+    zero = _zero_group()["completions"][0]
+    assert set(token_math.delta_logp(zero)) == {0.0} and set(token_math.token_kl(zero, "k3")) == {0.0}
     assert cases["summary"].count("→") == 6, cases["summary"]  # the header, reward, length, KL, both judges
 
 

@@ -117,10 +117,10 @@ def test_the_probe_samples_at_temperature_one_without_nucleus_by_default_and_ski
         return {}, [float(len(t)) for t in texts]
 
     with caplog.at_level(logging.INFO, logger="rloo_demo.engine.snapshots"):
-        out = snapshots.probe([(0, "base", lambda: model), (7, "step 7", gone)], tokenizer, "This movie was", 3, 8,
-                              seed=5, scorer=scorer)
+        policies = [(0, "base", lambda: model), (7, "step 7", gone), (9, "step 9", lambda: model)]
+        out = snapshots.probe(policies, tokenizer, "This movie was", 3, 8, seed=5, scorer=scorer)
     expected = [s["text"] for s in sample(model, tokenizer, "This movie was", 3, 8, 1.0, 1.0, 5)]
-    assert [entry["label"] for entry in out] == ["base"]
+    assert [entry["label"] for entry in out] == ["base", "step 9"]  # the one after a vanished snapshot too
     assert [s["text"] for s in out[0]["samples"]] == expected
     assert out[0]["mean_reward"] == pytest.approx(sum(len(t) for t in expected) / 3)
     assert "snapshot of step 7 went away before the probe reached it" in caplog.messages

@@ -112,7 +112,7 @@ def test_notes_use_the_completions_own_numbers(g):
     note = token_note_markdown(g, 0, "delta")
     assert "+0.5000" in note  # its advantage
     assert "Σ Δ log π = +1.4000" in note  # 0.5 - 0.2 + 0.1 + 1.0 + 0
-    assert "3 went up, 2 went down" in note
+    assert "3 went up, 1 went down" in note  # the last token did not move: it went neither way
     kl = token_note_markdown(g, 0, "k1")
     assert f"{g['completions'][0]['kl']:+.4f}" in kl and "β = 0.1" in kl
     ent = token_note_markdown(g, 0, "entropy")

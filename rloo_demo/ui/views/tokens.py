@@ -136,6 +136,7 @@ def token_note_markdown(group: dict, index: int, measure: str = "delta", locale:
         if total is None:
             return t(locale, "tokens.note_delta_none")
         up = sum(1 for d in deltas if d is not None and d > 0)
+        down = sum(1 for d in deltas if d is not None and d < 0)  # a token the update left alone went neither way
         rise, fall = _extreme(pieces, deltas, max), _extreme(pieces, deltas, min)
         direction = "raise" if adv > 0 else "lower" if adv < 0 else "keep"
         note = t(locale, f"tokens.note_delta_{direction}", advantage=f"{adv:+.4f}") + " "
@@ -145,7 +146,7 @@ def token_note_markdown(group: dict, index: int, measure: str = "delta", locale:
             total=f"{total:+.4f}",
             n=n,
             up=up,
-            down=n - up,
+            down=down,
             rise=f"<code>{rise[0]}</code> {rise[1]:+.4f}",
             fall=f"<code>{fall[0]}</code> {fall[1]:+.4f}",
         )
