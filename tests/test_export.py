@@ -60,14 +60,14 @@ def test_a_crashed_exports_leftover_is_replaced(tmp_path):
 
 def test_a_prune_keeps_the_export_in_hand_and_the_newest_others(tmp_path):
     exports = tmp_path / "exports"
-    for i, name in enumerate(["a", "b", "c", "d", "e", ".hidden"]):
+    for i, name in enumerate(["e", "d", "c", "b", "a", ".hidden"]):  # newest last: the names sort the other way
         (exports / name).mkdir(parents=True)
         os.utime(exports / name, (1000 + i, 1000 + i))
     (exports / "loose-file").write_text("not a folder")
-    prune_exports(exports, keep=exports / "a", max_folders=3)  # the oldest kept: it is the one being served
-    assert sorted(p.name for p in exports.iterdir()) == [".hidden", "a", "d", "e", "loose-file"]
-    prune_exports(exports, keep=exports / "e", max_folders=1)
-    assert sorted(p.name for p in exports.iterdir()) == [".hidden", "e", "loose-file"]
+    prune_exports(exports, keep=exports / "e", max_folders=3)  # the oldest kept: it is the one being served
+    assert sorted(p.name for p in exports.iterdir()) == [".hidden", "a", "b", "e", "loose-file"]
+    prune_exports(exports, keep=exports / "a", max_folders=1)
+    assert sorted(p.name for p in exports.iterdir()) == [".hidden", "a", "loose-file"]
 
 
 def test_this_process_is_alive_and_a_finished_one_or_another_boot_is_not():
@@ -75,10 +75,13 @@ def test_this_process_is_alive_and_a_finished_one_or_another_boot_is_not():
     assert me["pid"] == os.getpid() and me["boot_time"] == round(__import__("psutil").boot_time(), 0)
     assert process.is_alive(me)
     assert not process.is_alive({**me, "boot_time": me["boot_time"] + 5})  # the same pid after a restart
+    assert not process.is_alive({**me, "boot_time": me["boot_time"] + 2})
     assert process.is_alive({**me, "boot_time": me["boot_time"] + 1})  # boot times rounded: within a second
     assert not process.is_alive({**me, "pid_created": me["pid_created"] + 0.02})  # a pid reused by a later process
     assert process.is_alive({**me, "pid_created": me["pid_created"] + 0.005})  # within the clock tick
     assert process.is_alive({"pid": os.getpid()})  # no creation time recorded: the pid is all there is
+    init = process.process_identity(1)  # another live process, checked by its own creation time, not this one's
+    assert init["pid_created"] != me["pid_created"] and process.is_alive(init) and process.is_alive({"pid": 1})
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     identity = process.process_identity(child.pid)
     child.wait()
