@@ -90,7 +90,9 @@ def test_an_unreadable_config_is_named(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "exc, shown", [(OSError(5, "Input/output error"), "Input/output error"), (OSError(), "OSError")], ids=["eio", "bare"]
+    "exc, shown",
+    [(OSError(5, "Input/output error"), "Input/output error"), (OSError(), "OSError")],
+    ids=["eio", "bare"],
 )
 def test_a_config_that_fails_to_read_says_how(tmp_path, monkeypatch, exc, shown):
     run = _run(tmp_path, "io", status="finished")
