@@ -152,3 +152,45 @@ def test_a_run_left_running_by_a_dead_process_is_marked_and_the_others_are_not(t
     assert live.status()["status"] == "running"
     (live.path / "status.json").write_text('{"status": "running", "unreadable": "x", "pid": 1}')
     assert listing.mark_interrupted(tmp_path) == []
+
+
+def test_a_new_run_records_its_process_and_keeps_its_creation_through_later_statuses(tmp_path, monkeypatch):
+    import time
+
+    from rloo_demo.store.process import process_identity
+
+    clock = iter([1000.0, 2000.0, 3000.0])
+    monkeypatch.setattr(time, "time", lambda: next(clock))
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path / "deep" / "runs"), run_name="p"), reason="asked")
+    first = run.status()
+    assert {k: first[k] for k in ("status", "error", "created", "updated", "reason")} == {
+        "status": "running", "error": None, "created": 1000.0, "updated": 1000.0, "reason": "asked"
+    }
+    assert {k: first[k] for k in ("pid", "boot_time", "pid_created")} == process_identity()
+    run.set_status("finished")
+    later = run.status()
+    assert (later["created"], later["updated"], later["status"], later["pid"]) == (1000.0, 2000.0, "finished",
+                                                                                  first["pid"])
+    (run.path / "status.json").write_text("{broken")  # a corrupt status: the next write starts it again
+    run.set_status("failed", error="x")
+    fixed = json.loads((run.path / "status.json").read_text())
+    assert "unreadable" not in fixed and fixed["status"] == "failed" and fixed["updated"] == 3000.0
+    assert (run.path / "status.json").read_text().startswith('{\n  "')  # indented by two
+
+
+def test_a_taken_name_gets_the_next_free_suffix_and_a_bad_name_is_refused(tmp_path):
+    from rloo_demo.errors import UserError
+
+    names = [RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="same")).name for _ in range(3)]
+    assert names == ["same", "same-2", "same-3"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".creating-")]
+    with pytest.raises(UserError, match=r"^run name '\.\./x' is not allowed$"):
+        RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="../x"))
+
+
+def test_an_evaluation_that_is_not_a_dict_reads_as_none(tmp_path):
+    run = _run(tmp_path, "e", status="finished")
+    (run.path / "evaluation.json").write_text("[1, 2]")
+    assert run.evaluation() is None
+    (run.path / "evaluation.json").write_bytes(b"\xff")
+    assert run.evaluation() is None
