@@ -2,6 +2,7 @@
 session and smoothing; a long run's figures bounded in size). ``python -m pytest tests/test_figure_budget.py``.
 """
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -83,3 +84,20 @@ def test_a_tick_refused_its_figures_keeps_its_drawn_step_and_asks_again(builds):
     assert "drawn" not in refused and not any(p in refused for p in ui.plots)  # drawn stays -1: the next tick asks
     served = train_tab.render(ui, view, 0.6, -1, "en")
     assert served["drawn"] == 40 and all(p in served for p in ui.plots)
+
+
+def test_the_lru_forgets_the_least_recently_used_and_a_miss_is_none():
+    from rloo_demo.server.cache import LRU, stamp
+
+    cache = LRU(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get_fresh("a") == 1  # a is now the most recent
+    cache.put("c", 3)
+    assert list(cache) == ["a", "c"] and cache.get_fresh("b") is None
+    cache.put("a", 4)
+    assert list(cache.items()) == [("c", 3), ("a", 4)]
+    allowance = BuildAllowance(builds=1, window=5.0, size=1)  # its table bounded too: a forgotten thing starts anew
+    assert allowance.take("x", 0.0) and not allowance.take("x", 1.0)
+    assert allowance.take("y", 1.0) and allowance.take("x", 2.0)
+    assert stamp(Path("/nonexistent/file")) == (0, 0, 0)
