@@ -217,3 +217,17 @@ def test_meter_statistics_by_hand_with_two_and_three_replicates():
     # replicate 0's estimate is zero (left out); (1, 2) to (0, 1) is 2/sqrt(5); (2, 4) to (2, 4) is 1
     cosine = meter_statistics(three, refs, ["rloo"])["rloo"]["cosine"]
     assert cosine == pytest.approx((2 / math.sqrt(5) + 1.0) / 2, rel=1e-12)
+
+
+def test_which_steps_the_meter_measures_and_what_fits_its_accumulators():
+    from rloo_demo.advantages import ESTIMATORS
+    from rloo_demo.engine.variance import MAX_METER_FLOATS, REPLICATES, fits_in_memory, is_measured, measurements
+
+    assert [s for s in range(1, 31) if is_measured(s, 10)] == [10, 20, 30]
+    assert not is_measured(10, 0) and not is_measured(0, -1)
+    assert measurements(150, 50) == 3 and measurements(149, 50) == 2 and measurements(150, 0) == 0
+    assert measurements(0, 5) == 0
+    per_param = (len(ESTIMATORS) + 1) * REPLICATES
+    edge = MAX_METER_FLOATS // per_param
+    assert fits_in_memory(edge) and not fits_in_memory(edge + 1)  # the cap itself still fits
+    assert fits_in_memory(edge * REPLICATES, replicates=1)
