@@ -342,10 +342,16 @@ def test_probe_samples_every_snapshot_with_the_same_seed(probe_controller):
     assert [s["step"] for s in out["steps"]] == [0, 1, 2]  # base, snapshots; the final model is step 2's snapshot
     assert all(len(s["samples"]) == 3 for s in out["steps"])
     base, tok = load_policy(config.policy)
-    last = snapshots.load_snapshot(snapshots.list_snapshots(controller.runner.run(name).path)[-1][1], config.policy)
-    for column, model in ((out["steps"][0], base), (out["steps"][2], last)):  # each policy, with the same seed
+    kept = snapshots.list_snapshots(controller.runner.run(name).path)
+    assert [step for step, _ in kept] == [1, 2]
+    models = [base] + [snapshots.load_snapshot(folder, config.policy) for _, folder in kept]
+    columns = []
+    for column, model in zip(out["steps"], models, strict=True):  # every policy, each its own, with the same seed
         expected = sample(model, tok, "This movie was", 3, config.max_new_tokens, config.temperature, config.top_p, 7)
-        assert [s["text"] for s in column["samples"]] == [e["text"] for e in expected]
+        columns.append([e["text"] for e in expected])
+        assert [s["text"] for s in column["samples"]] == columns[-1], column["label"]
+    assert len({tuple(c) for c in columns}) == 3  # the three policies sample differently: a column loaded from the
+    # wrong snapshot (every column the last one, say) cannot pass
     assert out["seed"] == 7 and out["num_samples"] == 3 and out["snapshot_every"] == 1
     for s in out["steps"]:
         assert s["mean_reward"] == pytest.approx(sum(x["reward"] for x in s["samples"]) / 3)
