@@ -119,3 +119,73 @@ def test_step_diagnostics_in_metrics_and_rollouts(runs):
         assert record["kl_k1"] == pytest.approx(mean_k1, abs=1e-6)  # k1 is the KL that shaped the reward
     line = json.loads((state.run.path / "rollouts.jsonl").read_text().splitlines()[-1])
     assert {"kl", "kl_k2", "kl_k3"} <= set(line["completions"][0])
+
+
+def test_the_training_meter_measures_each_due_step_with_the_batch_it_was_given(tmp_path, monkeypatch):
+    """What the meter hands ``measure`` at a due step, checked at the call: the step's own seed, the batch's prompt
+    rows and masks, its completions without padding, the shaped rewards, the run's beta with a reference; steps off
+    the interval are not measured. The training runs in the test itself (mutmut links a mutant to its tests)."""
+    from rloo_demo.engine import meter
+
+    calls = []
+    real = meter.measure
+
+    def spy(policy, tokenizer, inputs, settings, seed, reference=None):
+        calls.append((inputs, settings, seed, reference))
+        return real(policy, tokenizer, inputs, settings, seed, reference)
+
+    monkeypatch.setattr(meter, "measure", spy)
+    config = RunConfig(max_steps=3, prompts_per_step=2, max_new_tokens=6, variance_every=2, seed=11, beta=0.05,
+                       output_dir=str(tmp_path))
+    state = RunState(config)
+    state.run = RunFolder.create(config)
+    trainer = build_trainer(config, state, trainer_cls=BatchRecorder)
+    trainer.batches = []
+    trainer.train()
+    state.channel.close()
+    assert len(calls) == 1  # steps 1..3 with every = 2: step 2 alone
+    inputs, settings, seed, reference = calls[0]
+    assert seed == (11 * 1_000_003 + 2) % 2**63
+    batch, k = trainer.batches[1], config.num_generations
+    assert inputs.k == k and inputs.prompt_ids == [batch["prompt_ids"][p * k].tolist() for p in range(2)]
+    assert inputs.prompt_masks == [batch["prompt_mask"][p * k].tolist() for p in range(2)]
+    assert inputs.completions == [
+        row[m.bool()].tolist() for row, m in zip(batch["completion_ids"], batch["completion_mask"], strict=True)
+    ]
+    step2 = [json.loads(line) for line in (state.run.path / "rollouts.jsonl").read_text().splitlines()]
+    step2 = [g for g in step2 if g["step"] == 2]
+    assert inputs.rewards == [c["shaped_reward"] for g in step2 for c in g["completions"]]
+    assert inputs.prompts == [g["prompt"] for g in step2]
+    assert settings.beta == 0.05 and reference is not None
+    assert (settings.temperature, settings.top_p, settings.max_new_tokens) == (1.0, 1.0, 6)
+    logged = [r for r in state.run.metrics() if "variance/rloo" in r]
+    assert [r["step"] for r in logged] == [2]
+
+
+def test_a_meter_that_cannot_measure_says_why_once(caplog):
+    from types import SimpleNamespace
+
+    meter_ = TrainingMeter(every=1, seed=0)
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), accelerator=SimpleNamespace(num_processes=2))
+    with caplog.at_level("WARNING", logger="rloo_demo.engine.meter"):
+        assert meter_(trainer, {}) is None and meter_(trainer, {}) is None
+    assert caplog.messages == [
+        "gradient-variance meter skipped: a multi-process run holds only a slice of each batch per rank"
+    ]
+    assert meter_.due(3) and not TrainingMeter(every=2, seed=0).due(3)
+    import torch
+
+    from rloo_demo.engine import meter
+
+    caplog.clear()
+    one = SimpleNamespace(num_processes=1, unwrap_model=lambda m: m)
+    big = SimpleNamespace(state=SimpleNamespace(global_step=4), accelerator=one, model=torch.nn.Linear(2, 2))
+    original = meter.fits_in_memory
+    meter.fits_in_memory = lambda n: n < 6  # the Linear's 6 parameters: one too many
+    try:
+        with caplog.at_level("WARNING", logger="rloo_demo.engine.meter"):
+            assert meter_(big, {}) is None
+    finally:
+        meter.fits_in_memory = original
+    assert caplog.messages == ["gradient-variance meter skipped: the policy has too many trainable parameters for "
+                               "the meter's accumulators (try LoRA)"]
