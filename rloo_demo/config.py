@@ -265,10 +265,11 @@ class RunConfig:
                 p["generation_batch_size"] = "must be a positive number of completions per step"
             elif "num_generations" not in p and self.generation_batch_size % self.num_generations:
                 lo = self.generation_batch_size // self.num_generations * self.num_generations
+                # the multiples of K either side (one only below K: "use 4 or 4" said nothing)
+                near = sorted({max(lo, self.num_generations), lo + self.num_generations})
                 p["generation_batch_size"] = (
                     f"the generation batch of {self.generation_batch_size} completions must be evenly divisible by "
-                    f"num_generations (K={self.num_generations}); use {max(lo, self.num_generations)} or "
-                    f"{lo + self.num_generations}"
+                    f"num_generations (K={self.num_generations}); use {' or '.join(map(str, near))}"
                 )
         for name in ("prompts_per_step", "max_steps", "max_new_tokens", "prompt_words", "lora_r", "lora_alpha"):
             if ok(name) and getattr(self, name) <= 0:
