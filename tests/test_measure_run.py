@@ -3,6 +3,7 @@ the same measurement put together here from its pieces: the run's own prompts, a
 with another offset, β and its reference, the prompts left-padded as TRL pads them. A tiny run, two steps: seconds."""
 
 import pytest
+import torch
 
 from rloo_demo.advantages import combine_scores
 from rloo_demo.config import RunConfig
@@ -48,7 +49,11 @@ def test_measure_run_is_the_measurement_of_the_runs_own_steps(tmp_path):
     with pytest.raises(NotFound, match=r"^run 'm' has no trained model yet; use --at base or train it first$"):
         meter.measure_run(run)
     policy, tokenizer = load_policy(run.config().policy)
-    run.save_model(policy, tokenizer)
+    trained_weights, _ = load_policy(run.config().policy)
+    with torch.no_grad():  # a trained model that differs from the base: measuring the wrong one changes the numbers
+        for param in trained_weights.parameters():
+            param.mul_(1.05)
+    run.save_model(trained_weights, tokenizer)
     seen = []
     got = meter.measure_run(run, steps=2, at="trained", seed=3, progress=lambda i, n: seen.append((i, n)),
                             reward_offset=1.5)
@@ -65,3 +70,17 @@ def test_measure_run_is_the_measurement_of_the_runs_own_steps(tmp_path):
     base = meter.measure_run(run, steps=1, at="base", seed=3)
     assert base["reward_offset"] == 0.25 and base["at"] == "base"
     assert base["per_step"] == _expected(run, policy, tokenizer, steps=1, seed=3, offset=0.25)
+
+
+def test_prompts_are_left_padded_with_the_pad_token_or_else_the_end_of_text():
+    class Tok:
+        def __init__(self, pad):
+            self.pad_token_id, self.eos_token_id = pad, 50
+
+        def __call__(self, text):
+            return type("Enc", (), {"input_ids": [len(w) for w in text.split()]})()
+
+    ids, masks = meter.left_padded(Tok(pad=7), ["a bb ccc", "dddd"])
+    assert ids == [[1, 2, 3], [7, 7, 4]] and masks == [[1, 1, 1], [0, 0, 1]]
+    ids, _ = meter.left_padded(Tok(pad=None), ["a bb", "c"])
+    assert ids == [[1, 2], [50, 1]]

@@ -208,3 +208,45 @@ def test_the_meter_lands_within_its_own_interval_of_the_exact_variance(offset):
         assert spread == pytest.approx(predicted, rel=0.25), name
     ratio = by_name["reinforce"]["variance_vs_rloo"]
     assert ratio == pytest.approx(exact["reinforce"]["variance"] / exact["rloo"]["variance"], rel=0.1)
+
+
+def test_the_cli_table_word_for_word_on_a_result_written_here():
+    from rloo_demo.toy import P0, markdown_table, sigmoid
+
+    result = {
+        "eta": -1.5, "k": 3, "offset": 0.25, "true_gradient": -0.0421,
+        "rows": [
+            {"estimator": "rloo", "mean": -0.0421, "bias": -4e-7, "variance": 0.00123456789, "variance_vs_rloo": 1.0},
+            {"estimator": "reinforce", "mean": float("inf"), "bias": 0.5, "variance": 12.5,
+             "variance_vs_rloo": float("nan")},
+        ],
+    }
+    assert markdown_table(result).split("\n") == [
+        f"Bernoulli toy (Kool et al. 2019): eta = -1.5 (sigma = {sigmoid(-1.5):.4f}), K = 3, offset = 0.25; "
+        f"reward = sum_i (z_i - p0_i)^2 + offset, p0 = {P0}; exact over every draw of K samples.",
+        "",
+        "true gradient d/deta E[reward] = -0.042100",
+        "",
+        "| estimator | mean | bias | variance | variance_vs_rloo |",
+        "|---|---|---|---|---|",
+        "| rloo | -0.042100 | +0.000000 | 0.00123457 | 1.0000 |",  # a bias under 5e-7 shows as 0, signed +
+        "| reinforce | – | +0.500000 | 12.5 | – |",
+    ]
+
+
+def test_the_curves_against_k_are_the_exact_tables_at_each_k_with_the_offset():
+    from rloo_demo.advantages import ESTIMATORS
+    from rloo_demo.toy import exact_table, variance_curves
+
+    curves = variance_curves(-0.5, offset=1.0, ks=(2, 5))
+    tables = [exact_table(-0.5, k, 1.0) for k in (2, 5)]
+    assert curves["k"] == [2, 5] and list(curves["variance"]) == list(ESTIMATORS)
+    for e, name in enumerate(ESTIMATORS):
+        assert curves["variance"][name] == [t["rows"][e]["variance"] for t in tables]
+        assert curves["bias"][name] == [t["rows"][e]["bias"] for t in tables]
+    assert curves["variance"]["reinforce"] != variance_curves(-0.5, offset=0.0, ks=(2, 5))["variance"]["reinforce"]
+    table = exact_table(-0.5, 4, 1.0)
+    assert table["true_gradient"] == pytest.approx(exact_table(-0.5, 4, 0.0)["true_gradient"], abs=1e-12)  # no move
+    rloo = table["rows"][0]
+    assert rloo["estimator"] == "rloo" and rloo["variance_vs_rloo"] == 1.0
+    assert all(r["bias"] == r["mean"] - table["true_gradient"] for r in table["rows"])
