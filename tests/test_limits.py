@@ -145,3 +145,70 @@ def test_as_int_and_as_float():
     for value in ("1", None, float("nan"), float("-inf"), False):
         with pytest.raises(InputError):
             as_float("x", value, 0, 5)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: as_int("K", "4", 2, 64), "K must be a whole number, not '4'"),
+        (lambda: as_int("K", True, 2, 64), "K must be a whole number, not True"),
+        (lambda: as_int("K", 4.5, 2, 64), "K must be a whole number, not 4.5"),
+        (lambda: as_int("K", 1, 2, 64), "K must be between 2 and 64, not 1"),
+        (lambda: as_int("K", 65.0, 2, 64), "K must be between 2 and 64, not 65"),
+        (lambda: as_float("top_p", 0.0, 0.01, 1.0), "top_p must be between 0.01 and 1, not 0.0"),
+        (lambda: as_float("top_p", 1.5, 0.01, 1), "top_p must be between 0.01 and 1, not 1.5"),
+        (lambda: as_float("top_p", float("inf"), 0, 1), "top_p must be a finite number, not inf"),
+        (lambda: as_float("top_p", "0.5", 0, 1), "top_p must be a finite number, not '0.5'"),
+    ],
+    ids=["text", "bool", "fraction", "below", "above", "float-below", "float-above", "inf", "float-text"],
+)
+def test_a_number_out_of_its_range_is_told_its_range(call, message):
+    with pytest.raises(InputError) as err:
+        call()
+    assert str(err.value) == message
+
+
+def test_the_edges_of_a_range_are_taken():
+    assert as_int("K", 2, 2, 64) == 2 and as_int("K", 64.0, 2, 64) == 64 and isinstance(as_int("K", 64.0, 2, 64), int)
+    assert as_float("t", 0.01, 0.01, 10) == 0.01 and as_float("t", 10, 0.01, 10) == 10.0
+    assert isinstance(as_float("t", 3, 0, 10), float)
+
+
+def test_a_text_is_a_text_within_its_length_that_encodes():
+    from rloo_demo.errors import TooLong
+    from rloo_demo.server.limits import as_text
+
+    assert as_text("prompt", "é" * 5, 5) == "é" * 5
+    with pytest.raises(TooLong):
+        as_text("prompt", "é" * 6, 5)
+    with pytest.raises(InputError, match="^prompt must be a text, not 5$"):
+        as_text("prompt", 5, 5)
+    with pytest.raises(InputError, match="^prompt "):
+        as_text("prompt", "a\ud800b", 5)  # a lone surrogate: no tokenizer takes it
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, None),
+        ({"RLOO_TRUSTED_PROXIES": ""}, ()),
+        ({"RLOO_TRUSTED_PROXIES": " 10.0.0.0/8 , ,192.168.1.7"}, ("10.0.0.0/8", "192.168.1.7")),
+        ({"SPACE_ID": "me/space"}, "space"),
+        ({"SPACE_ID": "me/space", "RLOO_TRUSTED_PROXIES": "10.1.0.0/16"}, ("10.1.0.0/16",)),
+        ({"SPACE_ID": "me/space", "RLOO_TRUST_FORWARDED": " OFF "}, ()),
+        ({"RLOO_TRUSTED_PROXIES": "10.0.0.0/8", "RLOO_TRUST_FORWARDED": "no"}, ()),
+        ({"RLOO_TRUSTED_PROXIES": "10.0.0.0/8", "RLOO_TRUST_FORWARDED": "yes"}, ("10.0.0.0/8",)),
+    ],
+    ids=["nothing", "empty", "listed", "space", "listed-on-space", "off-on-space", "no", "yes"],
+)
+def test_which_proxies_the_environment_trusts(env, expected):
+    from rloo_demo.server.limits import SPACE_PROXIES, trusted_proxies_from_env
+
+    assert trusted_proxies_from_env(env) == (SPACE_PROXIES if expected == "space" else expected)
+
+
+def test_a_malformed_proxy_network_stops_the_start():
+    from rloo_demo.server.limits import trusted_proxies_from_env
+
+    with pytest.raises(SystemExit, match=r"^error: RLOO_TRUSTED_PROXIES: "):
+        trusted_proxies_from_env({"RLOO_TRUSTED_PROXIES": "10.0.0.0/8,not-a-network"})
