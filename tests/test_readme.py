@@ -71,6 +71,7 @@ def test_public_limits_table_matches_the_code():
         publics, locals_ = public.split(" / "), local.split(" / ")
         for i, var in enumerate(names):
             cells[var] = (publics[min(i, len(publics) - 1)], locals_[min(i, len(locals_) - 1)])
+    assert len(cells) >= len(ENV_NAMES) > 10  # the table was found and read
 
     def written(value) -> str:
         if value is None or value == ():
