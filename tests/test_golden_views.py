@@ -240,6 +240,7 @@ def _cases(locale):
         cases[f"token_spans_zero/{m}"] = tokens.token_spans_html(_zero_group(), 0, m, locale)
         cases[f"token_note_zero/{m}"] = tokens.token_note_markdown(_zero_group(), 0, m, locale)
     cases["token_spans/unknown_measure"] = tokens.token_spans_html(g, 1, "<bad>", locale)
+    cases["token_note/unknown_measure"] = tokens.token_note_markdown(g, 1, "<bad>", locale)  # as for delta
     cases["token_spans/no_record"] = tokens.token_spans_html({**g, "completions": [{"text": "x"}]}, 0, "delta", locale)
     cases["token_rows/0"] = tokens.token_rows(g["completions"][0], locale)
     cases["token_colour"] = [
