@@ -18,6 +18,24 @@ ARTIFACTS = ROOT / "artifacts"  # screenshots and other outputs a person may wan
 
 
 @pytest.fixture(autouse=True)
+def _fresh_caches_under_mutation():
+    """mutmut forks every mutant from a process that ran the tests once already: a function cache of the package
+    (``functools.cache``/``lru_cache``: the toy's exact moments, the prompt lists, ...) filled there holds the
+    unmutated code's answers, and a mutant in the cached function or anything it calls would never run. Under
+    mutmut (``MUTANT_UNDER_TEST`` set) every such cache starts empty; in a plain run nothing is cleared."""
+    import sys
+
+    if os.environ.get("MUTANT_UNDER_TEST"):
+        for name, module in list(sys.modules.items()):
+            if name == "rloo_demo" or name.startswith("rloo_demo."):
+                for value in list(vars(module).values()):
+                    clear = getattr(value, "cache_clear", None)
+                    if callable(clear):
+                        clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _fresh_shared_builds():
     """The Train tab's shared builds (figures, the callout and summary) are caches of the process, keyed by a run's
     name and its last record's step and time: two tests' runs with one name and records without a time ("collapsed",
