@@ -85,3 +85,28 @@ def test_no_chat_template_anywhere(tmp_path):
         check_template(RunConfig(prompt_template="instruction", system_prompt="x"), tmp_path)
     assert set(err.value.problems) == {"system_prompt"} and "'instruction'" in err.value.problems["system_prompt"]
     assert check_template(RunConfig(prompt_template="instruction"), tmp_path) == "instruction"
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"tokenizer_config.json": "[1, 2]"},  # JSON, but not an object
+        {"tokenizer_config.json": json.dumps({"chat_template": {"default": "t"}})},  # not a text
+        {"tokenizer_config.json": json.dumps({"chat_template": [{"name": "tool_use", "template": "t"}]})},
+        {"chat_template.json": json.dumps({"chat_template": ""})},
+    ],
+    ids=["list", "dict", "no-default", "empty"],
+)
+def test_what_is_no_chat_template(tmp_path, files):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert chat_template_of(tmp_path) is None
+
+
+def test_the_refusal_of_chat_prompts_without_a_template_word_for_word(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        check_template(RunConfig(prompt_template="chat", policy="embedded:tiny-imdb-gpt2"), tmp_path)
+    assert err.value.problems == {
+        "prompt_template": "chat prompts need a tokenizer with a chat template, and 'embedded:tiny-imdb-gpt2' has "
+        "none; use continuation or instruction, or an instruct model"
+    }

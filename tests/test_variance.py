@@ -231,3 +231,50 @@ def test_which_steps_the_meter_measures_and_what_fits_its_accumulators():
     edge = MAX_METER_FLOATS // per_param
     assert fits_in_memory(edge) and not fits_in_memory(edge + 1)  # the cap itself still fits
     assert fits_in_memory(edge * REPLICATES, replicates=1)
+
+
+def test_the_plan_needs_two_replicates_of_one_size():
+    from rloo_demo.engine.variance import ReplicatePlan
+
+    for rewards in ([[0.1, 0.2]], [[0.1, 0.2], [0.3]]):
+        with pytest.raises(ValueError, match="^the meter needs at least 2 replicates of the same size$"):
+            ReplicatePlan.from_rewards(rewards, k=2)
+    plan = ReplicatePlan.from_rewards([[0.0, 1.0], [1.0, 1.0]], k=2, estimators=["rloo"], with_references=False)
+    assert plan.references is None and plan.estimates.tolist() == [[[-0.5, 0.5], [0.0, 0.0]]]  # A/N: (∓1)/2
+
+
+def test_the_accumulator_sums_every_gradient_folded_in():
+    from rloo_demo.engine.variance import GradientAccumulator, ReplicatePlan
+
+    plan = ReplicatePlan.from_rewards([[0.0, 1.0], [1.0, 3.0]], k=2, estimators=["rloo"])
+    acc = GradientAccumulator(plan, num_params=1, dtype=torch.float64)
+    acc.add_replicate(0, torch.tensor([[2.0], [4.0]], dtype=torch.float32))
+    acc.add_replicate(0, torch.tensor([[1.0], [1.0]], dtype=torch.float32))  # a second pass adds, it does not replace
+    # rloo weights of replicate 0: A = (-1, +1), over N = 2: (-0.5, 0.5); 0.5 * (4 - 2) + 0.5 * (1 - 1) = 1.0
+    assert acc.estimates[0, 0].tolist() == [1.0] and acc.estimates.dtype == torch.float64
+    assert acc.references is not None and acc.references.dtype == torch.float64
+
+
+def test_the_meters_metrics_and_its_summary_over_steps_by_hand():
+    from rloo_demo.engine.variance import metrics_record, summary_rows
+
+    step1 = {"rloo": {"variance": 2.0, "cosine": 0.5, "noise_to_signal": 4.0},
+             "reinforce": {"variance": 6.0, "cosine": math.nan, "noise_to_signal": 10.0}}
+    step2 = {"rloo": {"variance": 4.0, "cosine": 0.7, "noise_to_signal": 2.0},
+             "reinforce": {"variance": 12.0, "cosine": 0.1, "noise_to_signal": math.nan}}
+    record = metrics_record(step1, 1.5, 40)
+    assert math.isnan(record.pop("cosine/reinforce"))
+    assert record == {
+        "variance/seconds": 1.5, "variance/samples": 40.0, "variance/rloo": 2.0, "cosine/rloo": 0.5,
+        "noise_to_signal/rloo": 4.0, "variance/reinforce": 6.0, "noise_to_signal/reinforce": 10.0,
+    }
+    rows = {r["estimator"]: r for r in summary_rows([step1, step2])}
+    assert rows["reinforce"]["variance_vs_rloo"] == pytest.approx(9.0 / 3.0)  # means 9 and 3
+    assert rows["reinforce"]["cosine_to_reference"] == pytest.approx(0.1)  # the NaN left out
+    assert rows["reinforce"]["noise_to_signal_vs_rloo"] == pytest.approx(10.0 / 3.0)
+    assert rows["rloo"]["variance"] == 3.0 and rows["rloo"]["variance_vs_rloo"] == 1.0
+    one = summary_rows([step1])  # one measured step
+    assert [r["estimator"] for r in one] == ["rloo", "reinforce"] and one[1]["noise_to_signal_vs_rloo"] == 2.5
+    flat = summary_rows([{"rloo": {"variance": 0.0, "cosine": 1.0, "noise_to_signal": 0.0},
+                          "reinforce": {"variance": 1.0, "cosine": 1.0, "noise_to_signal": 1.0}}])
+    assert math.isnan(flat[1]["variance_vs_rloo"]) and math.isnan(flat[1]["noise_to_signal_vs_rloo"])
