@@ -198,6 +198,7 @@ def test_which_failures_mean_a_full_disk():
     assert is_disk_full_error(DiskFull("x"))
     assert is_disk_full_error(SafetensorError("I/O error: No space left on device (os error 28)"))
     assert is_disk_full_error(SafetensorError("os error 28"))
+    assert is_disk_full_error(SafetensorError("No space left on device"))  # either wording
     assert not is_disk_full_error(SafetensorError("invalid header"))
     assert not is_disk_full_error(RuntimeError("No space left (os error 28)"))  # the text alone is not enough
     assert not is_disk_full_error(OSError(errno.EACCES, "x")) and not is_disk_full_error(None)

@@ -150,8 +150,8 @@ def test_a_run_left_running_by_a_dead_process_is_marked_and_the_others_are_not(t
         assert st["status"] == "failed"
         assert st["error"] == "interrupted: the process that ran it exited before it finished"
     assert live.status()["status"] == "running"
-    (live.path / "status.json").write_text('{"status": "running", "unreadable": "x", "pid": 1}')
-    assert listing.mark_interrupted(tmp_path) == []
+    (live.path / "status.json").write_text(json.dumps({"status": "running", "unreadable": "x", **gone}))
+    assert listing.mark_interrupted(tmp_path) == []  # a status it cannot trust is not rewritten
 
 
 def test_a_new_run_records_its_process_and_keeps_its_creation_through_later_statuses(tmp_path, monkeypatch):
