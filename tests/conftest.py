@@ -32,7 +32,20 @@ def _fresh_caches_under_mutation():
                     clear = getattr(value, "cache_clear", None)
                     if callable(clear):
                         clear()
+        for name, attr in _MODULE_CACHES:  # the package's own cache tables, filled the same way
+            module = sys.modules.get(name)
+            if module is not None:
+                getattr(module, attr).clear()
     yield
+
+
+_MODULE_CACHES = (  # module-level dicts that remember a result: the embedded data, pipelines, loaded reward files, ...
+    ("rloo_demo.task.data", "_CACHE"),
+    ("rloo_demo.task.rewards", "_PIPELINES"),
+    ("rloo_demo.task.user_rewards", "_MODULES"),
+    ("rloo_demo.store.listing", "_CREATED"),
+    ("rloo_demo.store.folder", "_SUMMARIES"),
+)
 
 
 @pytest.fixture(autouse=True)

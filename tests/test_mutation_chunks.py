@@ -63,3 +63,14 @@ def test_a_chunks_pyproject_has_its_modules_and_tests_and_keeps_the_rest(tmp_pat
     assert settings["also_copy"] == ["assets", "docs"]
     assert settings["timeout_multiplier"] == 3.0  # the shared settings kept
     assert "importlinter" in written and "pytest" in written  # the other tables kept whole
+
+
+def test_the_caches_emptied_under_mutmut_exist():
+    """conftest empties these tables for every test under mutmut; a table renamed would fail only there."""
+    import importlib
+
+    from conftest import _MODULE_CACHES
+
+    assert len(_MODULE_CACHES) >= 5
+    for name, attr in _MODULE_CACHES:
+        assert isinstance(getattr(importlib.import_module(name), attr), dict), (name, attr)
