@@ -252,3 +252,39 @@ def test_the_curves_against_k_are_the_exact_tables_at_each_k_with_the_offset():
     rloo = table["rows"][0]
     assert rloo["estimator"] == "rloo" and rloo["variance_vs_rloo"] == 1.0
     assert all(r["bias"] == r["mean"] - table["true_gradient"] for r in table["rows"])
+
+
+def test_the_toys_sigmoid_and_state_probabilities_by_hand():
+    from rloo_demo.toy import STATES, sigmoid, state_probabilities
+
+    assert sigmoid(0.0) == 0.5
+    assert sigmoid(2.0) == pytest.approx(1 / (1 + math.exp(-2.0)), rel=1e-15)  # 0.8808
+    assert sigmoid(0.5) == pytest.approx(0.6224593312018546, rel=1e-15)
+    assert sigmoid(-2.0) == pytest.approx(0.11920292202211755, rel=1e-15)
+    assert sigmoid(800.0) == 1.0 and sigmoid(-800.0) == 0.0  # no overflow either side
+    probs = state_probabilities(1.0)
+    p = 1 / (1 + math.exp(-1.0))
+    assert probs == pytest.approx([p ** sum(z) * (1 - p) ** (3 - sum(z)) for z in STATES], rel=1e-12)
+    assert math.fsum(probs) == pytest.approx(1.0)
+
+
+def test_the_standard_error_of_a_sample_variance_by_hand():
+    from rloo_demo.toy import variance_standard_error
+
+    # sqrt((mu4 - sigma^4 (R - 3) / (R - 1)) / R) with sigma^2 = 2, mu4 = 20, R = 5: sqrt((20 - 4 * 2 / 4) / 5)
+    assert variance_standard_error({"variance": 2.0, "fourth": 20.0}, 5) == pytest.approx(math.sqrt(18 / 5))
+    assert variance_standard_error({"variance": 3.0, "fourth": 10.0}, 11) == pytest.approx(
+        math.sqrt((10 - 9 * 8 / 10) / 11)
+    )
+    assert variance_standard_error({"variance": 2.0, "fourth": 1.0}, 5) == 0.0  # clamped, never NaN
+
+
+def test_the_toys_draws_are_seeded_and_each_bit_is_its_own_coin():
+    from rloo_demo.toy import sample_draws, sigmoid
+
+    a, b = sample_draws(0.3, 4, 500, seed=3), sample_draws(0.3, 4, 500, seed=3)
+    assert a == b and a != sample_draws(0.3, 4, 500, seed=4)
+    assert sample_draws(0.3, 4, 2) == sample_draws(0.3, 4, 2, 0)  # the default seed is 0
+    assert len(a) == 500 and all(len(d) == 4 and all(0 <= i < 8 for i in d) for d in a)
+    ones = sum(bin(i).count("1") for d in a for i in d) / (500 * 4 * 3)
+    assert ones == pytest.approx(sigmoid(0.3), abs=0.03)  # 6,000 coins of p = 0.574
