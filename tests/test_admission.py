@@ -299,20 +299,11 @@ def test_a_refused_read_is_held_before_its_answer_up_to_four_a_visitor():
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
+    from test_admission_asgi import request  # the ASGI request the middleware's own tests send
+
     async def call(middleware, address):
         body = json.dumps({"fn_index": 1, "data": []}).encode()
-        scope = {"type": "http", "method": "POST", "path": admission.JOIN, "headers": [], "client": (address, 1)}
-        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
-        sent = []
-
-        async def receive():
-            return next(messages, {"type": "http.disconnect"})
-
-        async def send(message):
-            sent.append(message)
-
-        await middleware(scope, receive, send)
-        return sent[0]["status"]
+        return (await request(middleware, admission.JOIN, body, client=address)).status
 
     async def run():
         release = asyncio.Event()

@@ -48,6 +48,11 @@ def run(tmp_path, variance_every):
         variance_every=variance_every,
         output_dir=str(tmp_path),
     )
+    return train_recorded(config)
+
+
+def train_recorded(config):
+    """Train ``config`` with the batches recorded: the trainer (``trainer.batches``) and the run's state."""
     state = RunState(config)
     state.run = RunFolder.create(config)
     trainer = build_trainer(config, state, trainer_cls=BatchRecorder)
@@ -137,12 +142,7 @@ def test_the_training_meter_measures_each_due_step_with_the_batch_it_was_given(t
     monkeypatch.setattr(meter, "measure", spy)
     config = RunConfig(max_steps=3, prompts_per_step=2, max_new_tokens=6, variance_every=2, seed=11, beta=0.05,
                        output_dir=str(tmp_path))
-    state = RunState(config)
-    state.run = RunFolder.create(config)
-    trainer = build_trainer(config, state, trainer_cls=BatchRecorder)
-    trainer.batches = []
-    trainer.train()
-    state.channel.close()
+    trainer, state = train_recorded(config)  # in the test itself: mutmut links the meter's mutants to this test
     assert len(calls) == 1  # steps 1..3 with every = 2: step 2 alone
     inputs, settings, seed, reference = calls[0]
     assert seed == (11 * 1_000_003 + 2) % 2**63
