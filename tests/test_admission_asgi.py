@@ -223,3 +223,55 @@ def test_the_request_state_helpers_read_what_the_middleware_wrote():
     assert admission.stamped_visitor(SimpleNamespace(**{VISITOR_STATE: 7})) is None
     assert admission.stamped_visitor(None) is None and admission.stamped_visitor(SimpleNamespace()) is None
     assert not admission.read_admitted(SimpleNamespace(**{READ_STATE: "yes"})) and not admission.read_admitted(None)
+
+
+def test_the_middleware_counts_reads_with_the_gate_it_is_given_or_one_of_its_own():
+    limits = replace(PUBLIC, reads_per_minute=6)
+    shared = ReadGate(limits)
+    given = Admission(App(), limits=limits, kind_of=lambda *a: None, queued=lambda *a: 0, reads=shared)
+    assert given.reads is shared
+    own = Admission(App(), limits=limits, kind_of=lambda *a: None, queued=lambda *a: 0)
+    assert isinstance(own.reads, ReadGate) and own.reads is not shared and own.reads.limits is limits
+    shared.admit("10.0.0.5")  # the controller spent the visitor's one read: the middleware that shares it refuses
+    m = middleware(limits, kinds={5: "reads"}, read_kinds=frozenset({"reads"}))
+    m.reads = shared
+    assert run(request(m, JOIN, join_body(5))).status == 429
+    assert run(request(m, JOIN, join_body(5), client="10.0.0.6")).status == 200
+
+
+def test_each_held_refusal_is_counted_until_its_own_answer():
+    """Two refusals of one visitor held at once: when the first is answered the count is one, not zero, and the
+    visitor's entry goes only when the last is answered. A delay of 0 holds nothing."""
+    limits = replace(PUBLIC, reads_per_minute=6)  # an allowance of one read
+
+    async def scenario():
+        m = middleware(limits, kinds={5: "reads"}, read_kinds=frozenset({"reads"}))
+        m.refusal_delay = 2.5
+        releases, slept = [], []
+
+        async def sleep(seconds):
+            slept.append(seconds)
+            release = asyncio.Event()
+            releases.append(release)
+            await release.wait()
+
+        m.sleep = sleep
+        assert (await request(m, JOIN, join_body(5))).status == 200
+        first = asyncio.create_task(request(m, JOIN, join_body(5)))
+        second = asyncio.create_task(request(m, JOIN, join_body(5)))
+        while len(releases) < 2:
+            await asyncio.sleep(0)
+        counts = [dict(m.held)]
+        releases[0].set()
+        assert (await first).status == 429
+        counts.append(dict(m.held))
+        releases[1].set()
+        assert (await second).status == 429
+        counts.append(dict(m.held))
+        m.refusal_delay = 0
+        assert (await request(m, JOIN, join_body(5))).status == 429  # answered at once: no sleep at all
+        return counts, slept
+
+    counts, slept = run(scenario())
+    assert counts == [{"10.0.0.5": 2}, {"10.0.0.5": 1}, {}]
+    assert slept == [2.5, 2.5]

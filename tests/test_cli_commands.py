@@ -1,0 +1,268 @@
+"""The CLI's commands wired to the engine: what each flag becomes in the call it makes, and what it prints.
+
+Training, evaluation and sampling themselves are tested where they live (test_engine, test_evaluation,
+test_chat); here they are replaced by recorders, so each flag's value is checked where it arrives, and every
+printed line word for word. ``python -m pytest tests/test_cli_commands.py`` (a few seconds).
+"""
+
+import json
+import signal
+import types
+
+import pytest
+
+from rloo_demo import cli
+from rloo_demo.chat import CHAT
+from rloo_demo.cli import main as cli_main
+from rloo_demo.config import RunConfig
+from rloo_demo.engine import training
+from rloo_demo.eval import evaluation
+from rloo_demo.models import sampling
+from rloo_demo.store.folder import RunFolder
+
+RESULT = {
+    "base_mean_reward": 0.125, "trained_mean_reward": 0.5, "difference": 0.375, "difference_ci95": [0.25, 0.5],
+    "num_prompts": 3, "samples_per_prompt": 2, "seed": 7, "per_function": {"vader_compound": {"base": 0.1,
+                                                                                             "trained": 0.6}},
+    "heldout_scorers": [], "kl_trained_vs_base": 0.75, "samples": [{"prompt": "p", "base": "b", "trained": "t"}],
+}
+
+
+@pytest.fixture
+def sigterm():
+    """cmd_train installs a SIGTERM handler; the test's process gets its own back."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def _fake_train(monkeypatch, tmp_path, status="finished", error=None, with_folder=True):
+    calls = []
+
+    def train(config, state, progress=False, stop_file=None):
+        calls.append({"config": config, "state": state, "progress": progress, "stop_file": stop_file})
+        state.run = RunFolder.create(config) if with_folder else None
+        state.status, state.error = status, error
+        return state
+
+    monkeypatch.setattr(training, "train", train)
+    return calls
+
+
+def test_train_passes_its_flags_to_the_engine_and_prints_the_folder_and_status(monkeypatch, tmp_path, capsys,
+                                                                               sigterm):
+    calls = _fake_train(monkeypatch, tmp_path)
+    argv = ["train", "--output-dir", str(tmp_path), "--run-name", "cli-run", "--max-steps", "7", "--seed", "5",
+            "--max-seconds", "30", "--stop-file", str(tmp_path / "stop")]
+    assert cli_main(argv) == 0
+    (call,) = calls
+    assert (call["config"].max_steps, call["config"].seed, call["config"].run_name) == (7, 5, "cli-run")
+    assert call["progress"] is True and call["stop_file"] == str(tmp_path / "stop")
+    assert call["state"].budget_seconds == 30.0 and call["state"].config is call["config"]
+    out = capsys.readouterr()
+    assert out.out == f"run folder: {tmp_path / 'cli-run'}\nstatus: finished\n" and out.err == ""
+    handler = signal.getsignal(signal.SIGTERM)  # SIGTERM asks the run to stop at the next step, with its reason
+    handler(signal.SIGTERM, None)
+    assert call["state"].stop_event.is_set() and call["state"].stop_reason == "it received SIGTERM"
+
+
+def test_train_without_a_budget_gives_the_engine_none(monkeypatch, tmp_path, capsys, sigterm):
+    calls = _fake_train(monkeypatch, tmp_path)
+    assert cli_main(["train", "--output-dir", str(tmp_path), "--max-steps", "3"]) == 0
+    assert calls[0]["state"].budget_seconds is None and calls[0]["stop_file"] is None
+
+
+def test_a_failed_run_prints_its_error_and_exits_with_1(monkeypatch, tmp_path, capsys, sigterm):
+    _fake_train(monkeypatch, tmp_path, status="failed", error="the loss was nan")
+    assert cli_main(["train", "--output-dir", str(tmp_path), "--run-name", "bad"]) == 1
+    out = capsys.readouterr()
+    assert out.out == f"run folder: {tmp_path / 'bad'}\nstatus: failed\n"
+    assert out.err == "error: run failed: the loss was nan\n"
+
+
+@pytest.mark.parametrize(("status", "code"), [("finished", 0), ("stopped", 0), ("failed", 1)])
+def test_a_process_that_is_not_the_main_one_prints_nothing(monkeypatch, tmp_path, capsys, sigterm, status, code):
+    _fake_train(monkeypatch, tmp_path, status=status, with_folder=False)
+    assert cli_main(["train", "--output-dir", str(tmp_path)]) == code
+    assert capsys.readouterr().out == ""
+
+
+def test_train_warns_before_it_trains(monkeypatch, tmp_path, capsys, sigterm):
+    order = []
+    monkeypatch.setattr(cli, "prerun_warnings", lambda config: order.append("warned") or ["β 0 trains far", "two"])
+    calls = _fake_train(monkeypatch, tmp_path)
+    real = training.train
+    monkeypatch.setattr(training, "train", lambda *a, **k: order.append("trained") or real(*a, **k))
+    assert cli_main(["train", "--output-dir", str(tmp_path)]) == 0
+    assert order == ["warned", "trained"] and len(calls) == 1
+    assert capsys.readouterr().err == "warning: β 0 trains far\nwarning: two\n"
+
+
+def test_train_then_evaluate_evaluates_the_new_run_with_the_defaults(monkeypatch, tmp_path, capsys, sigterm):
+    _fake_train(monkeypatch, tmp_path)
+    asked = []
+    monkeypatch.setattr(cli, "cmd_evaluate", lambda args: asked.append(vars(args)) or 3)
+    assert cli_main(["train", "--output-dir", str(tmp_path), "--run-name", "e", "--evaluate"]) == 3
+    assert asked == [{"run": str(tmp_path / "e"), "num_prompts": 64, "samples_per_prompt": 2, "seed": 0,
+                      "temperature": 1.0, "top_p": 1.0, "json": False}]
+
+
+def test_a_reward_module_flag_is_added_after_the_rewards(monkeypatch, tmp_path, sigterm):
+    calls = _fake_train(monkeypatch, tmp_path)
+    rewards = tmp_path / "r.py"
+    rewards.write_text("def score(completions, **kw):\n    return [0.0 for _ in completions]\n")
+    argv = ["train", "--output-dir", str(tmp_path), "--rewards", "length_penalty", "--reward-module",
+            f"{rewards}:score", "--reward-weights", "1", "2"]
+    assert cli_main(argv) == 0
+    assert calls[0]["config"].rewards == ["length_penalty", f"module:{rewards}:score"]
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def _run_with_model(tmp_path, name="done", **config):
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name=name, **config))
+    (run.path / "model").mkdir()
+    (run.path / "model" / "config.json").write_text("{}")
+    run.set_status("finished")
+    return run
+
+
+def _fake_models(monkeypatch, context=1024):
+    loaded = []
+
+    def load_policy(name):
+        loaded.append(name)
+        model = types.SimpleNamespace(config=types.SimpleNamespace(n_positions=context), name=name)
+        return model, f"tokenizer of {name}"
+
+    monkeypatch.setattr(cli, "load_policy", load_policy)
+    return loaded
+
+
+def test_evaluate_samples_both_models_with_the_flags_and_saves_the_result(monkeypatch, tmp_path, capsys):
+    run = _run_with_model(tmp_path)
+    loaded, calls = _fake_models(monkeypatch), []
+    monkeypatch.setattr(evaluation, "heldout_prompts", lambda config, limit: [f"held {i}" for i in range(limit)])
+
+    def evaluate(base, trained, tokenizer, config, prompts, samples, seed, temperature, top_p, progress):
+        calls.append((base.name, trained.name, tokenizer, prompts, samples, seed, temperature, top_p))
+        progress(1, 2)
+        return dict(RESULT)
+
+    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+    argv = ["evaluate", "--run", str(run.path), "--num-prompts", "3", "--samples-per-prompt", "2", "--seed", "7",
+            "--temperature", "0.5", "--top-p", "0.75", "--json"]
+    assert cli_main(argv) == 0
+    policy = RunConfig().policy
+    assert loaded == [policy, str(run.path / "model")]
+    assert calls == [(policy, str(run.path / "model"), f"tokenizer of {policy}", ["held 0", "held 1", "held 2"],
+                      2, 7, 0.5, 0.75)]
+    assert json.loads(capsys.readouterr().out) == RESULT
+    assert json.loads((run.path / "evaluation.json").read_text()) == RESULT
+
+
+def test_evaluate_prints_the_report_unless_json_is_asked(monkeypatch, tmp_path, capsys):
+    run = _run_with_model(tmp_path)
+    _fake_models(monkeypatch)
+    monkeypatch.setattr(evaluation, "heldout_prompts", lambda config, limit: ["p"])
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: dict(RESULT))
+    assert cli_main(["evaluate", "--run", str(run.path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == [
+        "base_mean_reward=0.1250",
+        "trained_mean_reward=0.5000",
+        "difference=+0.3750  95% bootstrap CI [+0.2500, +0.5000]  (3 held-out prompts x 2 samples, seed 7)",
+    ]
+
+
+def test_evaluate_refuses_a_run_without_a_model_and_bad_numbers_before_loading(monkeypatch, tmp_path, capsys):
+    loaded = _fake_models(monkeypatch)
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="young"))
+    run.set_status("stopped")
+    assert cli_main(["evaluate", "--run", str(run.path)]) == 2
+    assert capsys.readouterr().err == "error: run 'young' has no trained model yet (status: stopped)\n"
+    for flag, value, message in [
+        ("--samples-per-prompt", "0", "--samples-per-prompt must be between 1 and 1000, not 0"),
+        ("--seed", "-1", "--seed must be between 0 and 4294967295, not -1"),
+        ("--temperature", "10.5", "--temperature must be between 0.01 and 10, not 10.5"),
+        ("--top-p", "0", "--top-p must be between 0.01 and 1, not 0.0"),
+    ]:
+        assert cli_main(["evaluate", "--run", str(run.path), flag, value]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {message}"), flag
+    assert loaded == []
+
+
+# ----------------------------------------------------------------------------- infer
+
+
+def _fake_sample(monkeypatch, texts=(" great", " dull")):
+    calls = []
+
+    def sample(model, tokenizer, prompt, n, max_new_tokens, temperature, top_p, seed):
+        calls.append((model.name, tokenizer, prompt, n, max_new_tokens, temperature, top_p, seed))
+        return [{"text": t} for t in texts[:n]]
+
+    monkeypatch.setattr(sampling, "sample", sample)
+    return calls
+
+
+def test_infer_from_a_model_continues_the_prompt_with_each_flag(monkeypatch, capsys):
+    loaded, calls = _fake_models(monkeypatch), _fake_sample(monkeypatch)
+    argv = ["infer", "--model", "embedded:tiny-imdb-gpt2", "--prompt", "It was", "--num-samples", "2",
+            "--max-new-tokens", "9", "--temperature", "0.5", "--top-p", "0.9", "--seed", "3"]
+    assert cli_main(argv) == 0
+    assert loaded == ["embedded:tiny-imdb-gpt2"]
+    assert calls == [("embedded:tiny-imdb-gpt2", "tokenizer of embedded:tiny-imdb-gpt2", "It was", 2, 9, 0.5, 0.9,
+                      3)]
+    assert capsys.readouterr().out == "It was great\nIt was dull\n"
+
+
+def test_infer_from_a_chat_run_sends_messages_with_the_runs_system_prompt(monkeypatch, tmp_path, capsys):
+    run = _run_with_model(tmp_path, system_prompt="Be kind.")
+    _fake_models(monkeypatch)
+    calls = _fake_sample(monkeypatch, texts=("Sure.",))
+    seen = []
+    monkeypatch.setattr(cli, "effective_template", lambda config, folder: seen.append(folder) or CHAT)
+    assert cli_main(["infer", "--run", str(run.path), "--prompt", "Hi"]) == 0
+    assert seen == [run.path / "model"]  # the trained tokenizer's template, not the base's
+    assert calls[0][2] == [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"}]
+    assert calls[0][3:] == (1, 40, 0.8, 0.95, 0)  # the flags' defaults
+    assert capsys.readouterr().out == "user: Hi\nassistant: Sure.\n"
+    assert cli_main(["infer", "--run", str(run.path), "--prompt", "Hi", "--system-prompt", "Be brief."]) == 0
+    assert calls[1][2][0] == {"role": "system", "content": "Be brief."}  # the flag wins over the run's
+
+
+def test_infer_from_a_continuation_run_sends_the_text(monkeypatch, tmp_path, capsys):
+    run = _run_with_model(tmp_path, system_prompt=None)
+    loaded = _fake_models(monkeypatch)
+    calls = _fake_sample(monkeypatch, texts=(" on.",))
+    monkeypatch.setattr(cli, "effective_template", lambda config, folder: "continuation")
+    assert cli_main(["infer", "--run", str(run.path), "--prompt", "Read"]) == 0
+    assert loaded == [str(run.path / "model")] and calls[0][2] == "Read"
+    assert capsys.readouterr().out == "Read on.\n"
+
+
+def test_infer_from_a_chat_model_without_a_run_uses_only_the_flags_system_prompt(monkeypatch, capsys):
+    _fake_models(monkeypatch)
+    calls = _fake_sample(monkeypatch, texts=("Yes.",))
+    monkeypatch.setattr(cli, "has_chat_template", lambda folder: True)
+    assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--prompt", "Q"]) == 0
+    assert calls[0][2] == [{"role": "user", "content": "Q"}]
+    assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--prompt", "Q", "--system-prompt", "S"]) == 0
+    assert calls[1][2] == [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+
+
+def test_infer_refuses_what_the_models_context_cannot_hold(monkeypatch, tmp_path, capsys):
+    _fake_models(monkeypatch, context=64)
+    calls = _fake_sample(monkeypatch)
+    assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--max-new-tokens", "64"]) == 2
+    assert capsys.readouterr().err == "error: --max-new-tokens 64 does not fit this model's context of 64 tokens\n"
+    assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--max-new-tokens", "63"]) == 0
+    assert calls[0][4] == 63
+    young = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="young"))
+    assert cli_main(["infer", "--run", str(young.path)]) == 2
+    assert capsys.readouterr().err == "error: run 'young' has no trained model (status: running)\n"
+    for flag, value in [("--seed", "-1"), ("--top-p", "1.5"), ("--num-samples", "1001")]:
+        assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", flag, value]) == 2, flag
+        assert capsys.readouterr().err.startswith(f"error: {flag} must be between"), flag

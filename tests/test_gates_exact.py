@@ -1,0 +1,103 @@
+"""The sampling gate's arithmetic on a clock the test moves: how long a refused visitor is told to wait, which
+share it has used, and where each window ends. Every number below is worked out by hand in its comment.
+
+``python -m pytest tests/test_gates_exact.py`` (a second).
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from rloo_demo.errors import RateLimited
+from rloo_demo.server.gates import SamplingGate
+from rloo_demo.server.limits import LOCAL
+
+
+class Clock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def _gate(training=True, **limits):
+    clock = Clock(0.0)
+    gate = SamplingGate(replace(LOCAL, **limits), training=lambda: training, clock=clock)
+    return gate, clock
+
+
+def _sample(gate, clock, who, start, seconds):
+    """A sampling job of ``who`` from ``start`` that takes ``seconds`` (the gate records its end and length)."""
+    clock.now = start
+    with gate(who):
+        clock.now = start + seconds
+
+
+def _refused(gate, clock, who, at):
+    clock.now = at
+    with pytest.raises(RateLimited) as err:
+        with gate(who):
+            pass
+    return str(err.value)
+
+
+def test_a_visitor_over_its_rate_waits_until_its_oldest_call_leaves_the_window():
+    gate, clock = _gate(sampling_per_minute=3)
+    for t in (0.0, 10.0, 20.0):
+        _sample(gate, clock, "a", t, 0.0)
+    # the oldest of the three was at 0: it leaves the 60 s window at 60, so at 25 the wait is 35 s (not 45: the
+    # second call's, nor 85)
+    assert _refused(gate, clock, "a", 25.0) == "too many samples requested: 3 a minute per visitor; try again in 35 s"
+    assert _refused(gate, clock, "a", 60.0).endswith("try again in 0 s")  # exactly a window old: still counted
+    _sample(gate, clock, "b", 25.0, 0.0)  # another visitor has a rate of its own
+    _sample(gate, clock, "a", 60.5, 0.0)  # the call at 0 has left
+
+
+def test_one_visitor_is_refused_at_half_the_share_and_told_when_its_first_job_leaves():
+    # share 0.25 of 60 s: 15 s of sampling a minute while training, one visitor 7.5 s of it
+    gate, clock = _gate(sampling_share=0.25)
+    _sample(gate, clock, "a", 1.0, 4.0)  # ends at 5, 4 s
+    _sample(gate, clock, "a", 6.0, 4.0)  # 4 s used: under 7.5, admitted; ends at 10, 8 s in all
+    message = _refused(gate, clock, "a", 12.0)
+    # its first job ended at 5 and leaves the window at 65: 53 s from 12 (52 if the job's length were read as its end)
+    assert message == (
+        "a run is training: your sampling has used your part of the CPU (8 s of the last minute; one visitor may use "
+        "50% of sampling's 25%), so that others can sample too; try again in 53 s"
+    )
+    _sample(gate, clock, "b", 12.0, 1.0)  # another visitor is not refused: the whole share is not used
+
+
+def test_a_visitor_at_exactly_its_part_is_refused():
+    gate, clock = _gate(sampling_share=0.25)
+    _sample(gate, clock, "a", 0.0, 4.0)
+    _sample(gate, clock, "a", 4.0, 3.5)  # 7.5 s: exactly half of 15
+    assert "your part of the CPU (8 s" in _refused(gate, clock, "a", 8.0)  # 7.5 printed to no decimals
+
+
+def test_when_sampling_has_used_the_whole_share_everyone_waits_for_its_oldest_job():
+    gate, clock = _gate(sampling_share=0.25)
+    _sample(gate, clock, "a", 2.0, 7.0)  # ends at 9
+    _sample(gate, clock, "b", 10.0, 7.0)  # ends at 17
+    _sample(gate, clock, "c", 18.0, 1.0)  # ends at 19: 15 s in all, the share of the minute
+    message = _refused(gate, clock, "d", 20.0)
+    # the oldest job ended at 9 and leaves at 69: 49 s from 20
+    assert message == (
+        "a run is training: sampling has used its share of the CPU (15 s of the last minute), so that training stays "
+        "fast; try again in 49 s"
+    )
+    assert _refused(gate, clock, "d", 69.0).endswith("try again in 0 s")  # exactly a window old: still counted
+    _sample(gate, clock, "d", 69.5, 1.0)  # the job that ended at 9 has left the window: 8 s used
+
+
+def test_without_training_or_a_share_sampling_is_never_refused_for_its_time():
+    for gate, clock in (_gate(training=False, sampling_share=0.25), _gate(sampling_share=None)):
+        for start in range(0, 50, 10):
+            _sample(gate, clock, "a", float(start), 9.0)  # 45 s of sampling in a minute
+
+
+def test_a_refusal_releases_the_gate_for_the_next_job():
+    gate, clock = _gate(sampling_share=0.25)
+    _sample(gate, clock, "a", 0.0, 8.0)
+    _refused(gate, clock, "a", 9.0)
+    _sample(gate, clock, "b", 9.0, 1.0)  # would wait SAMPLING_WAIT and raise Busy had the refusal kept the slot

@@ -1,0 +1,483 @@
+"""``server.readers``: every read a page or an API caller makes of a run, compared with what the test wrote.
+
+A runner with no watchdog over a runs folder the test fills; a run "in training" is an ``ActiveRun`` around a
+fake job whose state the test sets, so each of the reader's two paths (memory, disk) is checked against a value
+known in advance. Fast: no model loads. ``python -m pytest tests/test_readers.py``.
+"""
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rloo_demo.arena import markdown_table
+from rloo_demo.config import RunConfig
+from rloo_demo.engine.callbacks import MetricsChannel
+from rloo_demo.errors import InputError, NotFound
+from rloo_demo.server import readers as readers_module
+from rloo_demo.server import runner as runner_module
+from rloo_demo.server.gates import Caller
+from rloo_demo.server.limits import LOCAL
+from rloo_demo.server.readers import DEFAULT_STEP_SECONDS, DEFAULT_STEP_WORK, MAX_OVERLAY_RUNS, RunReader
+from rloo_demo.server.redaction import Redactor, inert
+from rloo_demo.server.runner import Runner
+from rloo_demo.store.folder import RunFolder
+from rloo_demo.store.labels import write_notes
+
+
+@dataclass
+class _State:
+    config: RunConfig
+    status: str = "running"
+    error: str | None = None
+    stop_reason: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    rollout_steps: list = field(default_factory=list)
+    rollouts: dict = field(default_factory=dict)
+    channel: MetricsChannel = field(default_factory=MetricsChannel)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+
+class _Job:
+    """A job that never trains: the state the reader reads, and its run folder."""
+
+    def __init__(self, run, config):
+        self.run = run
+        self._folder = run
+        self.state = _State(config)
+        self.done = False
+
+
+def _reader(tmp_path, public=False):
+    runner = Runner(str(tmp_path), limits=LOCAL, watchdog=False)
+    return RunReader(runner, Redactor(public, str(tmp_path))), runner
+
+
+def _disk_run(root, name, steps=3, status="finished", created=1_000_000.0, max_steps=9, **extra):
+    config = RunConfig(output_dir=str(root), run_name=name, max_steps=max_steps)
+    run = RunFolder.create(config)
+    lines = [json.dumps({"step": s, "reward": 0.5 * s}) for s in range(1, steps + 1)]
+    (run.path / "metrics.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    run.set_status(status, created=created, **extra)
+    return run
+
+
+def _train(runner, name, root, started=2e9, **config):
+    """Put a run "in training" into the runner: an ActiveRun whose job the test drives."""
+    config = RunConfig(output_dir=str(root), run_name=name, **config)
+    job = _Job(RunFolder.create(config), config)
+    runner._active[name] = runner_module.ActiveRun(job, "owner-" + name, started)
+    return job
+
+
+# ----------------------------------------------------------------------------- a run on disk
+
+
+def test_a_run_on_disk_is_viewed_field_by_field(tmp_path):
+    run = _disk_run(tmp_path, "disk", steps=0, max_steps=7)
+    with open(run.path / "metrics.jsonl", "w") as f:
+        f.write(json.dumps({"step": 1, "reward": 0.25}) + "\n")
+        f.write("{corrupt\n")
+        f.write(json.dumps({"step": "2", "reward": 9.0}) + "\n")  # a step that is not an int: not a record
+        f.write(json.dumps({"step": 3, "reward": 0.75}) + "\n")
+    error = f"cannot read {tmp_path.resolve()}/disk/model/config.json"
+    run.set_status("stopped", error=error, started=100.0, finished=130.5, reason="asked to stop")
+    view = _reader(tmp_path, public=True)[0].view("disk")
+    assert (view.name, view.status, view.live, view.reason) == ("disk", "stopped", False, "asked to stop")
+    assert view.error == "cannot read <runs>/disk/model/config.json"
+    assert view.records == [{"step": 1, "reward": 0.25}, {"step": 3, "reward": 0.75}]
+    assert (view.max_steps, view.elapsed, view.skipped_lines, view.last_step) == (7, 30.5, 1, 3)
+    assert view.config.max_steps == 7 and view.config.run_name == "disk"
+    assert _reader(tmp_path, public=False)[0].view("disk").error == error  # a local server keeps its paths
+
+
+def test_elapsed_runs_to_the_last_update_when_a_run_has_not_finished(tmp_path):
+    run = _disk_run(tmp_path, "going", status="stopped")
+
+    def elapsed(**times):  # "stopped": a "running" run of no live process would be marked interrupted
+        (run.path / "status.json").write_text(json.dumps({"status": "stopped", **times}))
+        return _reader(tmp_path)[0].view("going").elapsed
+
+    assert elapsed(started=50.0, updated=80.0) == 30.0
+    assert elapsed(started=50.0, updated=80.0, finished=65.0) == 15.0  # finished first
+    assert elapsed(started="not a time", updated=80.0) is None
+    assert elapsed(started=50.0, updated="later") is None
+    now = time.time()
+    assert now - 50.0 <= elapsed(started=50.0) <= time.time() - 50.0  # neither: until now
+
+
+def test_an_unreadable_run_is_a_view_that_says_so(tmp_path):
+    run = _disk_run(tmp_path, "broken")
+    (run.path / "status.json").write_text("{not json")
+    view = _reader(tmp_path)[0].view("broken")
+    assert view.status == "unreadable: status.json is corrupt (JSONDecodeError)"
+    assert (view.records, view.max_steps, view.config, view.live, view.error, view.elapsed) == ([], 0, None, False,
+                                                                                                   None, None)
+    reader = _reader(tmp_path)[0]
+    assert reader.rollout_steps("broken") == [] and reader.rollouts("broken", None) == []
+
+
+@pytest.mark.parametrize("name", [None, "", 7, ["disk"], "nothing-here", "../disk"])
+def test_no_run_is_no_view(tmp_path, name):
+    _disk_run(tmp_path, "disk")
+    reader = _reader(tmp_path)[0]
+    assert reader.view(name) is None
+    assert reader.rollout_steps(name) == [] and reader.rollouts(name, 1) == []
+
+
+def test_a_view_is_read_again_when_a_file_changes_and_only_then(tmp_path, monkeypatch):
+    run = _disk_run(tmp_path, "disk", steps=2)
+    reader = _reader(tmp_path)[0]
+    reads = []
+    real = RunReader._read_view
+    monkeypatch.setattr(RunReader, "_read_view", lambda self, r: reads.append(r.name) or real(self, r))
+    assert reader.view("disk").last_step == 2
+    assert reader.view("disk").last_step == 2 and reads == ["disk"]
+    with open(run.path / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 3}) + "\n")
+    assert reader.view("disk").last_step == 3 and reads == ["disk", "disk"]
+    run.set_status("failed", error="boom")
+    assert reader.view("disk").status == "failed" and len(reads) == 3
+
+
+# ----------------------------------------------------------------------------- a run in training
+
+
+def test_a_run_in_training_is_viewed_from_memory(tmp_path):
+    reader, runner = _reader(tmp_path, public=True)
+    _disk_run(tmp_path, "old")
+    job = _train(runner, "live", tmp_path, max_steps=11)
+    st = job.state
+    st.status, st.started, st.finished, st.stop_reason = "pending", 10.0, 14.25, "why not"
+    st.error = f"no file {tmp_path.resolve()}/live/x.bin"
+    for s in (1, 2):
+        st.channel.publish({"step": s, "reward": s / 4})
+    view = reader.view("live")
+    assert (view.name, view.status, view.live, view.max_steps, view.elapsed) == ("live", "running", True, 11, 4.25)
+    assert view.error == "no file <runs>/live/x.bin" and view.reason == "why not"
+    assert view.records == [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}] and view.config is st.config
+    st.status = "finished"
+    assert reader.view("live").status == "finished"
+
+
+def test_the_default_run_is_the_newest_training_else_the_newest_on_disk(tmp_path):
+    reader, runner = _reader(tmp_path)
+    assert reader.default_run() is None
+    _disk_run(tmp_path, "older", created=1.0)
+    _disk_run(tmp_path, "newer", created=2.0)
+    assert reader.default_run() == "newer"
+    _train(runner, "late", tmp_path, started=300.0)
+    _train(runner, "early", tmp_path, started=200.0)
+    assert reader.default_run() == "late"
+
+
+def test_a_page_follows_the_run_that_trains_unless_it_watches_a_live_one(tmp_path):
+    reader, runner = _reader(tmp_path)
+    _disk_run(tmp_path, "done")
+    me = Caller("page", "127.0.0.2")
+    assert reader.follow("done", me) == "done" and reader.follow("", me) is None and reader.follow(5, me) is None
+    _train(runner, "mine", tmp_path, started=100.0)
+    _train(runner, "theirs", tmp_path, started=200.0)
+    assert reader.follow("", me) == "theirs"  # watching nothing: the newest run in training
+    assert reader.follow(None, me) == "theirs"
+    assert reader.follow("done", me) == "theirs"  # a finished run gives way to one that trains
+    assert reader.follow("gone", me) == "theirs"
+    assert reader.follow("mine", me) == "mine"  # a live run of its own choice is kept
+    assert reader.follow("theirs", me) == "theirs"
+
+
+def test_a_visitors_turn_that_became_a_run_is_what_its_page_follows(tmp_path):
+    reader, runner = _reader(tmp_path)
+    _train(runner, "theirs", tmp_path, started=200.0)
+    _train(runner, "mine", tmp_path, started=100.0)
+    me, other = Caller("page", "127.0.0.2"), Caller("page", "127.0.0.3")
+    runner._turns[me.key] = type("Turn", (), {"started": "mine"})()
+    assert reader.follow("", me) == "mine" and reader.follow("theirs", me) == "mine"
+    assert reader.follow("", other) == "theirs"  # another visitor's turn is not this one's
+    runner._turns[me.key].started = "ended"  # its run no longer trains: the usual rule
+    assert reader.follow("", me) == "theirs"
+
+
+def test_a_page_tick_is_its_starters_heartbeat(tmp_path):
+    reader, runner = _reader(tmp_path)
+    _train(runner, "mine", tmp_path)
+    active = runner.get_active("mine")
+    active.last_seen = 0.0
+    reader.follow("mine", Caller("someone-else", "127.0.0.2"))
+    assert active.last_seen == 0.0
+    reader.follow("mine", Caller("owner-mine", "127.0.0.2"))
+    assert active.last_seen > 0.0
+    active.owner_host, active.last_seen = "10.0.0.7", 0.0
+    reader.poll_metrics("mine", 0, Caller("", "10.0.0.7"))  # an API caller's poll keeps its host's runs alive
+    assert active.last_seen > 0.0
+
+
+# ----------------------------------------------------------------------------- polls
+
+
+def test_a_poll_answers_the_records_after_the_step_asked(tmp_path):
+    reader, runner = _reader(tmp_path)
+    run = _disk_run(tmp_path, "disk", steps=5, max_steps=8)
+    run.set_status("stopped", error="e", reason="r")
+    caller = Caller("api", "127.0.0.2")
+    answer = reader.poll_metrics("disk", 3, caller)
+    assert answer == {
+        "run": "disk", "status": "stopped", "error": "e", "reason": "r", "max_steps": 8,
+        "records": [{"step": 4, "reward": 2.0}, {"step": 5, "reward": 2.5}], "more": False,
+    }
+    assert [r["step"] for r in reader.poll_metrics("disk", -1, caller)["records"]] == [1, 2, 3, 4, 5]
+    assert reader.poll_metrics("disk", 2.0, caller)["records"][0]["step"] == 3
+    assert reader.poll_metrics("disk", 5, caller)["records"] == []
+
+
+def test_a_poll_of_no_run_says_which(tmp_path):
+    reader = _reader(tmp_path)[0]
+    caller = Caller("api", "127.0.0.2")
+    with pytest.raises(NotFound) as err:
+        reader.poll_metrics("nothing-here", 0, caller)
+    assert str(err.value) == "no run named 'nothing-here'"
+    with pytest.raises(NotFound) as err:
+        reader.poll_metrics("../etc", 0, caller)
+    assert str(err.value) == "no such run"  # a name no run can have is not echoed
+    for since in ("x", -2, 10**9 + 1, 1.5):
+        with pytest.raises(InputError, match="since_step"):
+            reader.poll_metrics("nothing-here", since, caller)
+
+
+def test_a_poll_pages_a_run_in_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(readers_module, "POLL_RECORDS", 3)
+    reader, runner = _reader(tmp_path)
+    job = _train(runner, "live", tmp_path)
+    for s in range(1, 8):
+        job.state.channel.publish({"step": s})
+    caller = Caller("api", "127.0.0.2")
+    first = reader.poll_metrics("live", 0, caller)
+    assert [r["step"] for r in first["records"]] == [1, 2, 3] and first["more"] is True
+    last = reader.poll_metrics("live", 4, caller)
+    assert [r["step"] for r in last["records"]] == [5, 6, 7] and last["more"] is False  # exactly a page: no more
+
+
+# ----------------------------------------------------------------------------- rollouts
+
+
+def _groups(step, count=2):
+    return [{"step": step, "group": g, "prompt": f"p{step}.{g}", "completions": []} for g in range(count)]
+
+
+def test_rollouts_on_disk_by_step_and_the_latest_for_none_or_below_one(tmp_path):
+    run = _disk_run(tmp_path, "disk")
+    for step in (2, 4, 6):
+        run.append_rollouts(step, _groups(step))
+    reader = _reader(tmp_path)[0]
+    assert reader.rollout_steps("disk") == [2, 4, 6]
+    assert [g["prompt"] for g in reader.rollouts("disk", 4)] == ["p4.0", "p4.1"]
+    for latest in (None, 0, -3, 0.0):
+        assert [g["prompt"] for g in reader.rollouts("disk", latest)] == ["p6.0", "p6.1"], latest
+    assert reader.rollouts("disk", 2.0)[0]["prompt"] == "p2.0"
+    assert reader.rollouts("disk", 5) == []  # a step with no rollouts
+    with pytest.raises(InputError, match="step"):
+        reader.rollouts("disk", "two")
+    assert reader.get_rollouts("disk", 2) == {"run": "disk", "steps": [2, 4, 6], "groups": _groups(2)}
+    assert reader.get_rollouts("disk", 0)["groups"] == _groups(6)
+    empty = _disk_run(tmp_path, "empty")
+    assert reader.rollouts(empty.name, None) == [] and reader.rollout_steps(empty.name) == []
+
+
+def test_a_run_in_training_answers_rollouts_from_memory_then_from_its_folder(tmp_path):
+    reader, runner = _reader(tmp_path)
+    job = _train(runner, "live", tmp_path)
+    assert reader.rollouts("live", None) == [] and reader.rollout_steps("live") == []
+    for step in (1, 2, 3):
+        job._folder.append_rollouts(step, _groups(step, 1))
+    job.state.rollout_steps = [1, 2, 3]
+    job.state.rollouts = {3: [{"step": 3, "in": "memory"}]}  # only the latest kept in memory
+    assert reader.rollout_steps("live") == [1, 2, 3]
+    assert reader.rollouts("live", None) == [{"step": 3, "in": "memory"}]
+    assert reader.rollouts("live", 3) == [{"step": 3, "in": "memory"}]
+    assert reader.rollouts("live", 2) == _groups(2, 1)  # not in memory: read from the run's folder
+    assert reader.get_rollouts("live", 1) == {"run": "live", "steps": [1, 2, 3], "groups": _groups(1, 1)}
+
+
+def test_a_run_in_training_without_a_folder_yet_has_no_rollouts_to_read(tmp_path):
+    reader, runner = _reader(tmp_path)
+    job = _train(runner, "new", tmp_path)
+    job._folder.append_rollouts(1, _groups(1, 1))
+    job.state.rollout_steps = [1]  # step 1 is not kept in memory, and the job has no folder (a subprocess's)
+    job.run = None
+    assert reader.rollouts("new", 1) == [] and reader.rollouts("new", None) == []
+
+
+def test_get_rollouts_refuses_a_name_no_answer_can_carry_and_echoes_no_invalid_name(tmp_path):
+    reader = _reader(tmp_path)[0]
+    with pytest.raises(InputError) as err:
+        reader.get_rollouts("run\ud800", 1)
+    assert str(err.value).startswith("run ") and "surrogate" in str(err.value)
+    assert reader.get_rollouts("../../etc", 1) == {"run": None, "steps": [], "groups": []}
+    assert reader.get_rollouts("no-such", 1) == {"run": "no-such", "steps": [], "groups": []}
+    with pytest.raises(InputError, match="step"):
+        reader.get_rollouts("no-such", 10**9 + 1)
+
+
+def test_a_steps_groups_are_read_once_and_each_caller_gets_its_own_list(tmp_path, monkeypatch):
+    run = _disk_run(tmp_path, "disk")
+    run.append_rollouts(1, _groups(1, 3))
+    reader = _reader(tmp_path)[0]
+    reads = []
+    real = readers_module.RolloutIndex.read
+    monkeypatch.setattr(readers_module.RolloutIndex, "read", lambda self, step: reads.append(step) or real(self, step))
+    first = reader.rollouts("disk", 1)
+    first.pop()
+    assert reader.rollouts("disk", 1) == _groups(1, 3) and reads == [1]
+    run.append_rollouts(2, _groups(2, 1))
+    assert reader.rollouts("disk", None) == _groups(2, 1) and reads == [1, 2]
+    assert reader.rollouts("disk", 1) == _groups(1, 3) and reads == [1, 2]  # appending left step 1's lines alone
+
+
+# ----------------------------------------------------------------------------- estimates, overlays, lists
+
+
+def _timed_run(root, name, times, policy=None, k=None, tokens=None, created=1.0):
+    config = {"policy": policy} if policy else {}
+    config.update({"num_generations": k} if k else {})
+    config.update({"max_new_tokens": tokens} if tokens else {})
+    run = RunFolder.create(RunConfig(output_dir=str(root), run_name=name, **config))
+    lines = [json.dumps({"step": i + 1, "step_time": t}) for i, t in enumerate(times)]
+    (run.path / "metrics.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    run.set_status("finished", created=created)
+    return run
+
+
+def test_step_seconds_scale_the_latest_timed_run_of_the_same_policy(tmp_path):
+    reader = _reader(tmp_path)[0]
+    asked = RunConfig(output_dir=str(tmp_path))
+    work = asked.completions_per_step * asked.max_new_tokens
+    assert reader.step_seconds(asked) == pytest.approx(DEFAULT_STEP_SECONDS * work / DEFAULT_STEP_WORK)
+    # the first step is not counted (it loads and warms up); a run needs 5 timed steps after it
+    _timed_run(tmp_path, "few", [100.0, 1.0, 1.0, 1.0, 1.0], created=1.0)
+    assert reader.step_seconds(asked) == pytest.approx(DEFAULT_STEP_SECONDS * work / DEFAULT_STEP_WORK)
+    past = _timed_run(tmp_path, "timed", [100.0, 1.0, 2.0, "x", 3.0, 4.0, 5.0], created=2.0)
+    cfg = past.config()
+    expected = 3.0 * work / (cfg.completions_per_step * cfg.max_new_tokens)
+    assert reader.step_seconds(asked) == pytest.approx(expected)
+    halved = RunConfig(output_dir=str(tmp_path), max_new_tokens=asked.max_new_tokens // 2)
+    assert reader.step_seconds(halved) == pytest.approx(expected / 2)
+    _timed_run(tmp_path, "other-policy", [1, 9, 9, 9, 9, 9], policy="other", created=3.0)  # newest, another policy
+    assert reader.step_seconds(asked) == pytest.approx(expected)
+    _timed_run(tmp_path, "newest", [1, 6, 6, 6, 6, 6], created=4.0)
+    assert reader.step_seconds(asked) == pytest.approx(6.0 * work / (cfg.completions_per_step * cfg.max_new_tokens))
+
+
+def test_overlays_take_at_most_the_cap_and_skip_what_is_not_a_run(tmp_path):
+    for i in range(MAX_OVERLAY_RUNS + 2):
+        _disk_run(tmp_path, f"r{i:02d}", steps=i % 3 + 1)
+    reader = _reader(tmp_path)[0]
+    assert reader.overlay_records("r00") == {} and reader.overlay_records(None) == {}
+    names = [f"r{i:02d}" for i in range(MAX_OVERLAY_RUNS + 2)]
+    data = reader.overlay_records(["missing", *names])
+    assert list(data) == names[: MAX_OVERLAY_RUNS - 1]  # the missing name took one of the places
+    assert [len(records) for records in data.values()] == [i % 3 + 1 for i in range(MAX_OVERLAY_RUNS - 1)]
+    assert data["r02"] == [{"step": s, "reward": 0.5 * s} for s in (1, 2, 3)]
+
+
+def test_comparable_runs_are_the_ones_training_then_the_finished_with_a_model(tmp_path):
+    reader, runner = _reader(tmp_path)
+    for name, created in (("a", 1.0), ("b", 2.0), ("c", 3.0)):
+        run = _disk_run(tmp_path, name, created=created)
+        if name != "b":
+            (run.path / "model").mkdir()
+            (run.path / "model" / "config.json").write_text("{}")
+    _train(runner, "live", tmp_path, started=5.0)
+    assert reader.comparable_runs() == ["live", "c", "a"]
+    live = Path(tmp_path) / "live"
+    (live / "model").mkdir()
+    (live / "model" / "config.json").write_text("{}")  # a run in training with a model: listed once
+    assert reader.comparable_runs() == ["live", "c", "a"]
+
+
+def test_labels_are_the_labelled_runs_only(tmp_path):
+    reader = _reader(tmp_path)[0]
+    a, _b = _disk_run(tmp_path, "a"), _disk_run(tmp_path, "b")
+    write_notes(a, label="best so far", note="n")
+    assert reader.labels() == {"a": "best so far"}
+    assert reader.run_notes("a") == {"label": "best so far", "note": "n"}
+    assert reader.run_notes("b") == {"label": "", "note": ""}
+    with pytest.raises(NotFound):
+        reader.run_notes("c")
+
+
+def test_a_listed_runs_error_is_redacted_and_the_listing_is_newest_first(tmp_path):
+    reader = _reader(tmp_path, public=True)[0]
+    _disk_run(tmp_path, "a", created=1.0, status="failed", error=f"bad {tmp_path.resolve()}/a/x")
+    _disk_run(tmp_path, "b", created=2.0)
+    listed = reader.list_runs()
+    assert [s["name"] for s in listed] == ["b", "a"]
+    assert listed[1]["error"] == "bad <runs>/a/x" and listed[0]["label"] == ""
+
+
+# ----------------------------------------------------------------------------- arenas
+
+
+def _arena(root, name, rows=None, runs=(), settings="K=4, 3 seeds", text=None):
+    path = Path(root) / f"{name}.json"
+    rows = rows if rows is not None else [{"estimator": "rloo", "runs": 3, "gain": 0.25}]
+    data = {"rows": rows, "settings": settings, "runs": list(runs)}
+    path.write_text(text if text is not None else json.dumps(data))
+    return path
+
+
+def test_arenas_are_listed_newest_first_and_other_files_are_not(tmp_path):
+    reader = _reader(tmp_path)[0]
+    assert reader.arenas() == []
+    for name in ("arena-20260101-120000", "arena-20261201-090000", "arena-20260601-000000"):
+        _arena(tmp_path, name)
+    (tmp_path / "arena-2026-x.json").write_text("{}")
+    (tmp_path / "notes.json").write_text("{}")
+    (tmp_path / "arena-20260101-120000.json.bak").write_text("{}")
+    assert reader.arenas() == ["arena-20261201-090000", "arena-20260601-000000", "arena-20260101-120000"]
+    assert _reader(tmp_path / "not-made")[0].arenas() == []
+
+
+def test_an_arena_answers_its_table_inert_and_its_runs_still_on_disk(tmp_path):
+    reader = _reader(tmp_path)[0]
+    _disk_run(tmp_path, "seed-1")
+    rows = [{"estimator": "rloo <b>", "runs": 2, "gain_ci95": [0.1, 0.3], "collapsed": 1}]
+    _arena(tmp_path, "arena-20261201-090000", rows=rows,
+           runs=[{"run": "seed-1"}, {"run": "deleted"}, {"run": "../x"}, "seed-1", {"other": 1}])
+    answer = reader.arena("arena-20261201-090000")
+    assert answer == {
+        "name": "arena-20261201-090000",
+        "markdown": inert(markdown_table(rows, "K=4, 3 seeds")),
+        "runs": ["seed-1"],
+    }
+    assert "<b>" not in answer["markdown"] and "rloo" in answer["markdown"]
+
+
+@pytest.mark.parametrize("name", [None, 3, "", "arena-1", "../arena-20261201-090000", "arena-20261201-090000.json"])
+def test_an_arena_name_that_is_not_one_is_not_found(tmp_path, name):
+    with pytest.raises(NotFound) as err:
+        _reader(tmp_path)[0].arena(name)
+    assert str(err.value) == "no such arena (its name is arena-<date>-<time>)"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("{corrupt", "JSONDecodeError"), ('{"settings": "x"}', "KeyError"), ('{"rows": 5}', "TypeError"), (None, None)],
+)
+def test_an_arena_that_cannot_be_read_says_why(tmp_path, text, why):
+    name = "arena-20261201-090000"
+    if text is None:  # too large to show
+        _arena(tmp_path, name, text="x" * 2_000_001)
+        message = f"arena {name!r} is too large to show"
+    else:
+        _arena(tmp_path, name, text=text)
+        message = f"arena {name!r} cannot be read ({why})"
+    with pytest.raises(NotFound) as err:
+        _reader(tmp_path)[0].arena(name)
+    assert str(err.value) == message
+    if text is None:
+        _arena(tmp_path, name, text=json.dumps({"rows": [], "runs": []}).ljust(2_000_000))  # exactly the limit: read
+        assert _reader(tmp_path)[0].arena(name)["runs"] == []
