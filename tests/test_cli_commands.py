@@ -266,3 +266,95 @@ def test_infer_refuses_what_the_models_context_cannot_hold(monkeypatch, tmp_path
     for flag, value in [("--seed", "-1"), ("--top-p", "1.5"), ("--num-samples", "1001")]:
         assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", flag, value]) == 2, flag
         assert capsys.readouterr().err.startswith(f"error: {flag} must be between"), flag
+
+
+def test_toy_prints_the_exact_table_of_its_flags(capsys):
+    from rloo_demo.toy import exact_table, markdown_table
+
+    assert cli_main(["toy", "--eta", "0.5", "--k", "3", "--offset", "1"]) == 0
+    assert capsys.readouterr().out == markdown_table(exact_table(0.5, 3, 1.0)) + "\n"
+
+
+def test_a_bad_flag_exits_with_2_through_the_parser_itself(capsys):
+    with pytest.raises(SystemExit) as err:
+        cli.build_parser().parse_args(["train", "--max-steps", "ten"])
+    assert err.value.code == 2
+    assert capsys.readouterr().err == "error: argument --max-steps: invalid int value: 'ten' (see --help)\n"
+
+
+# ----------------------------------------------------------------------------- config from flags, variance
+
+
+def test_flags_override_the_config_file_and_reward_modules_follow_its_rewards(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("max_steps: 40\nseed: 3\nrewards: [vader_compound]\n")
+    parse = cli.build_parser().parse_args
+    args = parse(["train", "--config", str(path), "--seed", "8", "--reward-module", "a.py:f", "--reward-module",
+                  "b.py:g"])
+    config = cli.config_from_args(args)
+    assert (config.max_steps, config.seed) == (40, 8)
+    assert config.rewards == ["vader_compound", "module:a.py:f", "module:b.py:g"]
+    assert cli.config_from_args(parse(["train", "--config", str(path)])).rewards == ["vader_compound"]
+    defaults = cli.config_from_args(parse(["train", "--reward-module", "a.py:f"]))
+    assert defaults.rewards == [*RunConfig().rewards, "module:a.py:f"]  # no file: after the default rewards
+    path.write_text("rewards: vader_compound\n")  # not a list: left for the type check to name
+    wrong = cli.config_from_args(parse(["train", "--config", str(path), "--reward-module", "a.py:f"]))
+    assert wrong.rewards == "vader_compound"
+    assert cli.config_from_args(types.SimpleNamespace(max_steps=9)).max_steps == 9  # arena's flags: no config key
+
+
+VARIANCE = {"run": "done", "at": "base", "steps": 3, "prompts_per_step": 4, "k": 5, "replicates": 6,
+            "reward_offset": 0.5, "seconds": 12.4, "rows": [{"estimator": "rloo"}]}
+
+
+def test_variance_passes_its_flags_and_prints_the_header_and_table(monkeypatch, tmp_path, capsys):
+    from rloo_demo.engine import meter, variance
+
+    run = _run_with_model(tmp_path)
+    calls = []
+
+    def measure_run(folder, steps, at, seed, progress=None, reward_offset=None):
+        calls.append((folder.path, steps, at, seed, reward_offset))
+        progress(1, 3)
+        return dict(VARIANCE)
+
+    monkeypatch.setattr(meter, "measure_run", measure_run)
+    monkeypatch.setattr(variance, "markdown_table", lambda rows: f"TABLE {rows}")
+    argv = ["variance", "--run", str(run.path), "--steps", "1000", "--at", "base", "--seed", str(2**32 - 1),
+            "--reward-offset", "0.5"]
+    assert cli_main(argv) == 0
+    assert calls == [(run.path, 1000, "base", 2**32 - 1, 0.5)]
+    out = capsys.readouterr()
+    assert out.err == "measured 1/3 batches\n"
+    assert out.out == (
+        "Gradient variance on done (base policy): 3 batches of 4 prompts x K=5, 6 replicates each (reference: 5x the "
+        "batch), reward offset 0.5, 12 s\n\nTABLE [{'estimator': 'rloo'}]\n"
+    )
+    assert cli_main(["variance", "--run", str(run.path), "--json"]) == 0
+    assert capsys.readouterr().out == json.dumps(VARIANCE, indent=2) + "\n"
+    assert calls[-1] == (run.path, 5, "trained", 0, None)  # the flags' defaults
+    for flag, value, message in [("--steps", "1001", "--steps must be between 1 and 1000, not 1001"),
+                                 ("--seed", str(2**32), f"--seed must be between 0 and {2**32 - 1}, not {2**32}")]:
+        assert cli_main(["variance", "--run", str(run.path), flag, value]) == 2
+        assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_each_commands_bounds_take_their_largest_value(monkeypatch, tmp_path, capsys):
+    run = _run_with_model(tmp_path)
+    _fake_models(monkeypatch, context=200_000)
+    calls = _fake_sample(monkeypatch)
+    top = ["--seed", str(2**32 - 1)]
+    model = ["infer", "--model", "embedded:tiny-imdb-gpt2"]
+    assert cli_main([*model, "--num-samples", "1000", "--max-new-tokens", "100000", *top]) == 0
+    assert calls[0][3:] == (1000, 100000, 0.8, 0.95, 2**32 - 1)
+    assert cli_main([*model, "--max-new-tokens", "100001"]) == 2
+    assert capsys.readouterr().err.startswith("error: --max-new-tokens must be between 1 and 100000")
+    monkeypatch.setattr(evaluation, "heldout_prompts", lambda config, limit: ["p"] * limit)
+    asked = []
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: asked.append(a[5:7]) or dict(RESULT))
+    argv = ["evaluate", "--run", str(run.path), "--num-prompts", "100000", "--samples-per-prompt", "1000", *top]
+    assert cli_main(argv) == 0 and asked == [(1000, 2**32 - 1)]
+    capsys.readouterr()
+    for flag, value in [("--num-prompts", "100001"), ("--samples-per-prompt", "1001"), ("--seed", str(2**32))]:
+        assert cli_main(["evaluate", "--run", str(run.path), flag, value]) == 2, flag
+        assert capsys.readouterr().err.startswith(f"error: {flag} must be between"), flag

@@ -103,3 +103,95 @@ def test_a_check_that_needs_another_field_waits_for_it():
     both = RunConfig(num_generations=1, generation_batch_size=7).problems()
     assert set(both) == {"num_generations"}
     assert set(RunConfig(estimator=3, reward_offset=1.0).problems()) == {"estimator"}
+
+
+# ----------------------------------------------------------------------------- vLLM, first lines, the line's place
+
+
+def test_vllm_is_refused_first_when_missing_then_when_there_is_no_gpu(monkeypatch):
+    import importlib.util
+
+    import torch
+
+    from rloo_demo.config import vllm_problem
+
+    asked = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: asked.append(name) or real(name, *a))
+    assert vllm_problem() == (
+        "vllm is not installed here; on a machine with a GPU, pip install vllm, or leave use_vllm off"
+    )
+    assert asked == ["vllm"]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert vllm_problem() == (
+        "vLLM generates on a GPU and this machine has none; leave use_vllm off (transformers generates)"
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert vllm_problem() is None
+
+
+def test_an_error_is_told_by_its_first_line_cut_at_200_characters_or_else_its_type():
+    from rloo_demo.config import _first_line
+
+    assert _first_line(ValueError("  first line\nsecond line")) == "first line"
+    assert _first_line(ValueError("x" * 250)) == "x" * 200
+    assert _first_line(ValueError("   ")) == "ValueError" and _first_line(KeyError()) == "KeyError"
+
+
+def test_a_refusal_to_wait_keeps_its_place_in_the_line():
+    from rloo_demo.errors import Busy, Waiting
+
+    waiting = Waiting("you are 3rd in line", 3)
+    assert isinstance(waiting, Busy) and str(waiting) == "you are 3rd in line" and waiting.place == 3
+
+
+def test_json_config_that_is_not_text_is_told_its_type():
+    from rloo_demo.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_json(["max_steps"])
+    assert err.value.problems == {"config": "must be JSON text, not list"}
+
+
+def test_a_config_error_joins_its_problems_in_order():
+    from rloo_demo.errors import ConfigError
+
+    error = ConfigError({"max_steps": "too many", "seed": "not a number"})
+    assert str(error) == "max_steps: too many; seed: not a number"
+
+
+def test_a_repr_of_exactly_the_limit_is_kept_whole():
+    from rloo_demo.config import _short_repr
+
+    assert _short_repr("x" * 58) == repr("x" * 58)  # 60 characters with its quotes
+    assert _short_repr("x" * 59) == repr("x" * 59)[:59] + "…"
+
+
+def test_json_config_at_its_length_limit_is_read_and_one_more_character_is_refused():
+    from rloo_demo.config import MAX_CONFIG_CHARS
+    from rloo_demo.errors import ConfigError
+
+    text = '{"max_steps": 7}'
+    assert RunConfig.from_json(text.ljust(MAX_CONFIG_CHARS)).max_steps == 7
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_json(text.ljust(MAX_CONFIG_CHARS + 1))
+    assert err.value.problems == {"config": f"is {MAX_CONFIG_CHARS + 1} characters long; at most 20000 are read"}
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_json("{max_steps: 7}")
+    assert err.value.problems == {
+        "config": "is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    }
+
+
+def test_a_json_number_of_100_digits_is_read_and_one_of_101_is_infinite():
+    hundred, more = "1" + "0" * 99, "1" + "0" * 100
+    assert RunConfig.from_json(f'{{"seed": {hundred}}}').seed == 10**99  # read whole, then refused by its range
+    assert RunConfig.from_json(f'{{"seed": {more}}}').seed == float("inf")
+    assert RunConfig.from_json('{"seed": 12}').seed == 12
+
+
+def test_a_list_setting_of_the_wrong_type_is_described_as_a_list():
+    assert RunConfig(reward_weights="1").type_problems() == {
+        "reward_weights": "must be a list of finite numbers or null, not '1'"
+    }

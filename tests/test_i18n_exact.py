@@ -88,3 +88,31 @@ def test_every_text_holder_of_a_figure_is_translated(locales):
     assert out["layout"]["legend"] == {"title": {"text": "reward"}}  # not a title this layer translates
     assert out["data"] == [{"name": "ჯილდო (ნედლი)", "colorbar": {"title": {"text": "ჯილდო"}}}, {"y": [1]}]
     assert i18n.localize_figure(fig, "en") is fig and fig["layout"]["title"]["text"] == "reward"
+
+
+def test_a_figure_is_localized_in_every_place_a_text_sits_and_odd_shapes_are_left_alone(locales):
+    fig = {
+        "layout": {
+            "title": {"text": "reward"},
+            "xaxis": {"title": {"text": "reward (raw)"}},
+            "yaxis2": {"title": "reward"},  # a plain string title: not a dict, left as it is
+            "annotations": [{"text": "reward"}, {"x": 1}, "reward"],
+        },
+        "data": [
+            {"name": "reward", "colorbar": {"title": {"text": "reward"}}},
+            {"y": [1], "colorbar": {"title": "reward"}},
+            None,
+        ],
+    }
+    out = i18n.localize_figure(fig, "ka")
+    assert out is fig
+    assert fig["layout"]["title"] == {"text": "ჯილდო"} and fig["layout"]["xaxis"]["title"] == {"text": "ჯილდო (ნედლი)"}
+    assert fig["layout"]["yaxis2"] == {"title": "reward"}
+    assert fig["layout"]["annotations"] == [{"text": "ჯილდო"}, {"x": 1}, "reward"]
+    assert fig["data"] == [
+        {"name": "ჯილდო", "colorbar": {"title": {"text": "ჯილდო"}}}, {"y": [1], "colorbar": {"title": "reward"}}, None
+    ]
+    assert i18n.localize_figure({}, "ka") == {}  # no layout, no data
+    assert i18n.localize_figure({"layout": {"annotations": None}, "data": None}, "ka")["data"] is None
+    english = {"layout": {"title": {"text": "reward"}}}
+    assert i18n.localize_figure(english, "en") == {"layout": {"title": {"text": "reward"}}}
