@@ -358,3 +358,67 @@ def test_each_commands_bounds_take_their_largest_value(monkeypatch, tmp_path, ca
     for flag, value in [("--num-prompts", "100001"), ("--samples-per-prompt", "1001"), ("--seed", str(2**32))]:
         assert cli_main(["evaluate", "--run", str(run.path), flag, value]) == 2, flag
         assert capsys.readouterr().err.startswith(f"error: {flag} must be between"), flag
+
+
+# ----------------------------------------------------------------------------- arena
+
+
+def test_arena_passes_its_flags_over_the_config_file_and_prints_the_table(monkeypatch, tmp_path, capsys):
+    path = tmp_path / "base.yaml"
+    path.write_text("max_steps: 40\nseed: 3\nrun_name: ignored\nlearning_rate: 0.001\n")
+    calls = []
+
+    def run_arena(base, estimators, seeds, output_dir, eval_prompts, max_seconds, echo):
+        calls.append((base, estimators, seeds, output_dir, eval_prompts, max_seconds))
+        echo("[arena] training ...")
+        return {"markdown": "| the table |"}
+
+    monkeypatch.setattr(cli, "run_arena", run_arena)
+    argv = ["arena", "--estimators", "reinforce", "rloo", "--seeds", "100", "--max-steps", "12", "--output-dir",
+            str(tmp_path / "out"), "--config", str(path), "--eval-prompts", "100000", "--max-seconds", "30",
+            "--reward-offset", "1.5"]
+    assert cli_main(argv) == 0
+    ((base, estimators, seeds, output_dir, eval_prompts, max_seconds),) = calls
+    assert (estimators, seeds, output_dir, eval_prompts, max_seconds) == (["reinforce", "rloo"], 100,
+                                                                          str(tmp_path / "out"), 100000, 30.0)
+    assert (base.max_steps, base.seed, base.learning_rate, base.reward_offset) == (12, 3, 0.001, 1.5)
+    assert base.output_dir == str(tmp_path / "out") and base.run_name is None  # each run is named by the arena
+    out = capsys.readouterr()
+    assert out.out == "| the table |\n" and out.err == "[arena] training ...\n"
+
+
+def test_arena_without_flags_runs_the_defaults(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(cli, "run_arena", lambda base, *a, **k: calls.append((base, *a)) or {"markdown": "t"})
+    assert cli_main(["arena"]) == 0
+    base, estimators, seeds, output_dir, eval_prompts, max_seconds = calls[0]
+    defaults = RunConfig()
+    assert (estimators, seeds, output_dir, eval_prompts, max_seconds) == (["rloo", "grpo", "reinforce"], 3, "runs",
+                                                                          64, None)
+    assert (base.max_steps, base.reward_offset, base.seed) == (defaults.max_steps, defaults.reward_offset,
+                                                              defaults.seed)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--seeds", "101"], "--seeds must be between 1 and 100, not 101"),
+        (["--seeds", "0"], "--seeds must be between 1 and 100, not 0"),
+        (["--eval-prompts", "100001"], "--eval-prompts must be between 1 and 100000, not 100001"),
+        (["--max-steps", "0"], "--max-steps must be between 1 and 1000000, not 0"),
+        (["--max-steps", "1000001"], "--max-steps must be between 1 and 1000000, not 1000001"),
+        (["--max-seconds", "0.5"], "--max-seconds must be between 1 and 1e+09, not 0.5"),
+        (["--estimators", "rloo", "rloo"], "each estimator may appear only once"),
+    ],
+)
+def test_arena_refuses_each_bad_flag_before_anything_runs(monkeypatch, capsys, flags, message):
+    monkeypatch.setattr(cli, "run_arena", lambda *a, **k: pytest.fail("the arena ran"))
+    assert cli_main(["arena", *flags]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_arena_takes_the_largest_steps_and_a_budget_of_one_second(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli, "run_arena", lambda base, *a, **k: calls.append((base, *a)) or {"markdown": "t"})
+    assert cli_main(["arena", "--max-steps", "1000000", "--max-seconds", "1", "--seeds", "1"]) == 0
+    assert calls[0][0].max_steps == 1_000_000 and calls[0][5] == 1.0
