@@ -49,6 +49,13 @@ def test_the_allowance_counts_builds_per_thing_and_refills_after_its_window():
     assert [allowance.take("a", 0.0) for _ in range(4)] == [True, True, True, False]
     assert allowance.take("b", 1.0)  # another step has its own
     assert not allowance.take("a", 9.9) and allowance.take("a", 10.0)
+    assert [allowance.take("a", 10.5) for _ in range(3)] == [True, True, False]  # a full new window: 3 builds again
+
+
+def test_the_allowance_remembers_256_things_by_default():
+    allowance = BuildAllowance(builds=1, window=10.0)
+    assert all(allowance.take(i, 0.0) for i in range(257))  # the 257th pushes the first out
+    assert not allowance.take(1, 1.0) and allowance.take(0, 1.0)  # 1 is remembered; 0 was forgotten: starts anew
 
 
 @pytest.fixture

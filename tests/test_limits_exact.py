@@ -255,3 +255,21 @@ def test_trust_forwarded_unset_or_yes_keeps_the_proxies():
                                                                           "192.168.0.0/16")
     env = {"RLOO_TRUSTED_PROXIES": "10.1.0.0/16", "RLOO_TRUST_FORWARDED": "1"}
     assert Limits.from_env(env).trusted_proxies == ("10.1.0.0/16",)
+
+
+def test_no_tracker_written_either_way_is_allowed_on_a_public_server():
+    for report_to in ("", "  ", "none", " none "):
+        assert PUBLIC.config_problems(RunConfig(report_to=report_to)) == {}, report_to
+    assert set(PUBLIC.config_problems(RunConfig(report_to="trackio"))) == {"report_to"}
+
+
+def test_a_text_column_of_the_wrong_type_is_left_to_the_type_check():
+    config = RunConfig(text_column=7)
+    assert "text_column" in config.type_problems()
+    assert PUBLIC.config_problems(config) == {}
+
+
+def test_a_limit_of_a_float_field_stays_a_float_when_written_whole():
+    limits = Limits.from_env({"RLOO_MAX_RUN_SECONDS": "300", "RLOO_SAMPLING_SHARE": "1", "RLOO_MAX_K": "6"})
+    assert type(limits.max_run_seconds) is float and limits.max_run_seconds == 300.0
+    assert type(limits.sampling_share) is float and type(limits.max_k) is int

@@ -481,3 +481,130 @@ def test_an_arena_that_cannot_be_read_says_why(tmp_path, text, why):
     if text is None:
         _arena(tmp_path, name, text=json.dumps({"rows": [], "runs": []}).ljust(2_000_000))  # exactly the limit: read
         assert _reader(tmp_path)[0].arena(name)["runs"] == []
+
+
+# ----------------------------------------------------------------------------- the edges the first tests left
+
+
+def test_step_seconds_look_at_the_newest_twenty_runs_only(tmp_path):
+    reader = _reader(tmp_path)[0]
+    asked = RunConfig(output_dir=str(tmp_path))
+    work = asked.completions_per_step * asked.max_new_tokens
+    _timed_run(tmp_path, "oldest-same-policy", [1, 4, 4, 4, 4, 4], created=1.0)
+    for i in range(19):
+        _timed_run(tmp_path, f"other-{i:02d}", [1, 9, 9, 9, 9, 9], policy="other", created=10.0 + i)
+    cfg = RunConfig(output_dir=str(tmp_path))
+    scaled = 4.0 * work / (cfg.completions_per_step * cfg.max_new_tokens)
+    assert reader.step_seconds(asked) == pytest.approx(scaled)  # the 20th newest: still looked at
+    _timed_run(tmp_path, "other-19", [1, 9, 9, 9, 9, 9], policy="other", created=40.0)
+    assert reader.step_seconds(asked) == pytest.approx(DEFAULT_STEP_SECONDS * work / DEFAULT_STEP_WORK)  # the 21st
+
+
+def test_a_poll_names_its_bad_step_and_a_record_without_a_step_counts_as_step_0(tmp_path):
+    reader, runner = _reader(tmp_path)
+    job = _train(runner, "live", tmp_path)
+    job.state.channel.publish({"reward": 1.0})  # no step
+    job.state.channel.publish({"step": 1})
+    caller = Caller("api", "127.0.0.2")
+    assert reader.poll_metrics("live", -1, caller)["records"] == [{"reward": 1.0}, {"step": 1}]
+    assert reader.poll_metrics("live", 0, caller)["records"] == [{"step": 1}]
+    with pytest.raises(InputError) as err:
+        reader.poll_metrics("live", -2, caller)
+    assert str(err.value) == "since_step must be between -1 and 1000000000, not -2"
+
+
+def test_an_unreadable_runs_rollouts_are_not_read(tmp_path):
+    run = _disk_run(tmp_path, "broken")
+    run.append_rollouts(1, _groups(1))
+    (run.path / "status.json").write_text("{not json")
+    reader = _reader(tmp_path)[0]
+    assert reader.rollout_steps("broken") == [] and reader.rollouts("broken", 1) == []
+    assert reader.get_rollouts("broken", 0) == {"run": "broken", "steps": [], "groups": []}
+
+
+def test_a_step_still_being_written_is_read_again_when_it_grows(tmp_path):
+    """The latest step's groups are appended one line at a time while a run trains: a read between two lines
+    sees part of the step, and the next read must see the rest, not the cached part."""
+    run = _disk_run(tmp_path, "growing")
+    run.append_rollouts(1, _groups(1, 1))
+    reader = _reader(tmp_path)[0]
+    assert len(reader.rollouts("growing", 1)) == 1
+    run.append_rollouts(1, [{"step": 1, "group": 1, "prompt": "late", "completions": []}])
+    assert [g["prompt"] for g in reader.rollouts("growing", 1)] == ["p1.0", "late"]
+
+
+def test_two_runs_steps_of_the_same_number_are_cached_apart(tmp_path):
+    a, b = _disk_run(tmp_path, "a"), _disk_run(tmp_path, "b")
+    a.append_rollouts(1, [{"step": 1, "group": 0, "prompt": "from a", "completions": []}])
+    b.append_rollouts(1, [{"step": 1, "group": 0, "prompt": "from b", "completions": []}])
+    reader = _reader(tmp_path)[0]
+    assert reader.rollouts("a", 1)[0]["prompt"] == "from a"
+    assert reader.rollouts("b", 1)[0]["prompt"] == "from b"
+
+
+def test_a_runs_rollout_index_is_built_once(tmp_path, monkeypatch):
+    run = _disk_run(tmp_path, "disk")
+    run.append_rollouts(1, _groups(1))
+    built = []
+    real = readers_module.RolloutIndex
+
+    class Counted(real):
+        def __init__(self, path):
+            built.append(path)
+            super().__init__(path)
+
+    monkeypatch.setattr(readers_module, "RolloutIndex", Counted)
+    reader = _reader(tmp_path)[0]
+    for _ in range(4):
+        assert reader.rollout_steps("disk") == [1] and len(reader.rollouts("disk", None)) == 2
+    assert built == [run.path / "rollouts.jsonl"]
+
+
+def test_a_run_in_training_lists_the_steps_it_holds_not_only_those_on_disk(tmp_path):
+    reader, runner = _reader(tmp_path)
+    job = _train(runner, "live", tmp_path)
+    job._folder.append_rollouts(1, _groups(1, 1))
+    job.state.rollout_steps = [1, 2]  # step 2 is in memory, not yet on disk
+    job.state.rollouts = {2: [{"step": 2, "in": "memory"}]}
+    assert reader.rollout_steps("live") == [1, 2]
+    assert reader.get_rollouts("live", 0)["steps"] == [1, 2]
+
+
+def test_a_run_in_training_whose_latest_step_is_not_in_memory_reads_the_latest_on_disk(tmp_path):
+    reader, runner = _reader(tmp_path)
+    job = _train(runner, "live", tmp_path)
+    assert reader.rollouts("live", None) == []
+    job.state.rollout_steps = [5]  # logged, but neither kept in memory nor on disk yet
+    assert reader.rollouts("live", None) == [] and reader.rollouts("live", 5) == []
+    for step in (1, 2, 3):
+        job._folder.append_rollouts(step, _groups(step, 1))
+    job.state.rollout_steps = [1, 2, 3]
+    assert reader.rollouts("live", None) == _groups(3, 1)  # the latest on disk, not the second or the first
+    assert reader.rollouts("live", 0) == _groups(3, 1)
+
+
+@pytest.mark.parametrize("read", ["rollouts", "get_rollouts"])
+def test_a_step_is_taken_from_minus_to_plus_a_billion(tmp_path, read):
+    run = _disk_run(tmp_path, "disk")
+    run.append_rollouts(1, _groups(1, 1))
+    reader = _reader(tmp_path)[0]
+
+    def groups(step):
+        answer = getattr(reader, read)("disk", step)
+        return answer["groups"] if read == "get_rollouts" else answer
+
+    assert groups(-(10**9)) == _groups(1, 1)  # below 1: the latest
+    assert groups(10**9) == []
+    for step in (-(10**9) - 1, 10**9 + 1):
+        with pytest.raises(InputError) as err:
+            groups(step)
+        assert str(err.value) == f"step must be between -1000000000 and 1000000000, not {step}"
+
+
+def test_an_arena_without_settings_or_runs_reads_as_empty_ones(tmp_path):
+    reader = _reader(tmp_path)[0]
+    rows = [{"estimator": "rloo", "runs": 1}]
+    _arena(tmp_path, "arena-20261201-090000", text=json.dumps({"rows": rows}))
+    assert reader.arena("arena-20261201-090000") == {
+        "name": "arena-20261201-090000", "markdown": inert(markdown_table(rows, "")), "runs": []
+    }
