@@ -70,7 +70,26 @@ async def request(m, path, body=b"", method="POST", client="10.0.0.5", headers=(
 
 
 def run(coro):
-    return asyncio.run(coro)
+    return asyncio.run(answered(coro))
+
+
+# A guard, not a timing: in the unchanged code what it waits for comes within a few turns of the event loop; a
+# broken middleware that never answers fails the test in GUARD seconds instead of hanging it (and every mutant
+# run with it) for ever.
+GUARD = 5.0
+
+
+async def until(condition, turns=10_000) -> bool:
+    """Let the event loop run until ``condition()`` holds, at most ``turns`` turns; whether it holds."""
+    for _ in range(turns):
+        if condition():
+            return True
+        await asyncio.sleep(0)
+    return condition()
+
+
+async def answered(awaitable):
+    return await asyncio.wait_for(awaitable, timeout=GUARD)
 
 
 def join_body(fn_index):
@@ -191,13 +210,12 @@ def test_a_join_holds_its_place_until_gradio_answers_and_a_direct_call_until_it_
         app.gate = asyncio.Event()
         m = middleware(limits, app=app, kinds={1: "compare", "compare": "compare"})
         first = asyncio.create_task(request(m, path, body))
-        while not app.calls:
-            await asyncio.sleep(0)
+        assert await until(lambda: app.calls)
         held = dict(m.pending)
-        second = await request(m, path, body)  # while the first has not been answered
+        second = await answered(request(m, path, body))  # while the first has not been answered
         app.gate.set()
-        await first
-        return held, second.status, dict(m.pending), (await request(m, path, body)).status
+        await answered(first)
+        return held, second.status, dict(m.pending), (await answered(request(m, path, body))).status
 
     held, refused, after, again = run(scenario(JOIN, join_body(1)))
     assert held == {("10.0.0.5", "compare"): 1} and refused == 429 and after == {} and again == 200
@@ -256,20 +274,19 @@ def test_each_held_refusal_is_counted_until_its_own_answer():
             await release.wait()
 
         m.sleep = sleep
-        assert (await request(m, JOIN, join_body(5))).status == 200
+        assert (await answered(request(m, JOIN, join_body(5)))).status == 200
         first = asyncio.create_task(request(m, JOIN, join_body(5)))
         second = asyncio.create_task(request(m, JOIN, join_body(5)))
-        while len(releases) < 2:
-            await asyncio.sleep(0)
+        assert await until(lambda: len(releases) >= 2)
         counts = [dict(m.held)]
         releases[0].set()
-        assert (await first).status == 429
+        assert (await answered(first)).status == 429
         counts.append(dict(m.held))
         releases[1].set()
-        assert (await second).status == 429
+        assert (await answered(second)).status == 429
         counts.append(dict(m.held))
         m.refusal_delay = 0
-        assert (await request(m, JOIN, join_body(5))).status == 429  # answered at once: no sleep at all
+        assert (await answered(request(m, JOIN, join_body(5)))).status == 429  # answered at once: no sleep
         return counts, slept
 
     counts, slept = run(scenario())
