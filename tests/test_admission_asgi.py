@@ -292,3 +292,207 @@ def test_each_held_refusal_is_counted_until_its_own_answer():
     counts, slept = run(scenario())
     assert counts == [{"10.0.0.5": 2}, {"10.0.0.5": 1}, {}]
     assert slept == [2.5, 2.5]
+
+
+# ----------------------------------------------------------------------------- each path, each count, each default
+
+
+async def call_with(m, scope, messages):
+    """Send ``scope`` with ``messages`` (then disconnects) through the middleware; (status, body, sent)."""
+    queue = iter(messages)
+    sent = []
+
+    async def receive():
+        return next(queue, {"type": "http.disconnect"})
+
+    async def send(message):
+        sent.append(message)
+
+    await answered(m(scope, receive, send))
+    status = next((s["status"] for s in sent if s["type"] == "http.response.start"), None)
+    return status, b"".join(s.get("body", b"") for s in sent if s["type"] == "http.response.body"), sent
+
+
+def http(path=JOIN, method="POST", client=("10.0.0.5", 4000), **extra):
+    return {"type": "http", "method": method, "path": path, "headers": [], "client": client, **extra}
+
+
+class Steps:
+    """An app whose every call answers in two steps the test opens: the response's start, then its end."""
+
+    def __init__(self):
+        self.starts, self.ends, self.received = [], [], []
+
+    async def __call__(self, scope, receive, send):
+        self.received.append(await receive())
+        start, end = asyncio.Event(), asyncio.Event()
+        self.starts.append(start)
+        self.ends.append(end)
+        await start.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await end.wait()
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def test_what_is_not_http_reaches_the_app_with_its_own_receive_and_send():
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append((scope["type"], receive, send))
+
+    async def scenario():
+        m = middleware(replace(PUBLIC, max_events_per_visitor=1), app=app)
+        receive, send = object(), object()
+        await answered(m({"type": "lifespan"}, receive, send))
+        return receive, send
+
+    receive, send = run(scenario())
+    assert seen == [("lifespan", receive, send)]
+
+
+def test_a_get_is_neither_a_join_nor_a_direct_call():
+    limits = replace(PUBLIC, max_events_per_visitor=1)
+    m = middleware(limits, kinds={1: "compare", "compare": "compare"}, queued=lambda a, v, k: 1)  # its place taken
+    assert run(call_with(m, http(JOIN), [{"type": "http.request", "body": join_body(1)}]))[0] == 429
+    for path in (JOIN, "/gradio_api/run/compare"):
+        status, _, _ = run(call_with(m, http(path, method="GET"), [{"type": "http.request", "body": join_body(1)}]))
+        assert status == 200, path
+    assert m.seen == [(1, None)]  # only the POST was read for its kind
+
+
+def test_the_cap_applies_without_a_read_rate_and_counts_gradios_events_of_the_app_in_the_scope(caplog):
+    limits = replace(PUBLIC, max_events_per_visitor=2, reads_per_minute=None)
+    gradio_app, asked = object(), []
+    m = middleware(limits, kinds={1: "compare"}, queued=lambda a, v, k: asked.append((a, v, k)) or 2)
+    caplog.set_level("INFO", logger="rloo_demo.server.admission")
+    status, _, _ = run(call_with(m, http(JOIN, app=gradio_app), [{"type": "http.request", "body": join_body(1)}]))
+    assert status == 429 and asked == [(gradio_app, "10.0.0.5", "compare")]
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused a /gradio_api/queue/join from 10.0.0.5: 2 of its events of this kind are waiting or running"
+    ]
+
+
+def test_without_a_cap_gradios_queue_is_not_asked_and_kinds_get_the_app_in_the_scope():
+    limits = replace(PUBLIC, max_events_per_visitor=None, reads_per_minute=120)
+    gradio_app, kinds_asked = object(), []
+    m = Admission(App(), limits=limits, kind_of=lambda a, f, n: kinds_asked.append(a) or "compare",
+                  queued=lambda *a: pytest.fail("gradio's queue was asked with no cap set"), reads=ReadGate(limits))
+    assert run(call_with(m, http(JOIN, app=gradio_app), [{"type": "http.request", "body": join_body(1)}]))[0] == 200
+    assert kinds_asked == [gradio_app]
+
+
+def test_a_visitor_with_no_address_reads_as_anonymous_and_a_scope_without_headers_is_read():
+    limits = replace(PUBLIC, reads_per_minute=6)
+    m = middleware(limits, kinds={5: "reads"}, read_kinds=frozenset({"reads"}))
+    scope = http(JOIN, client=None)
+    del scope["headers"]
+    status, _, _ = run(call_with(m, scope, [{"type": "http.request", "body": join_body(5)}]))
+    assert status == 200 and scope["state"][VISITOR_STATE] is None
+    assert set(m.reads._allowance) == {"anonymous"}
+
+
+def test_places_count_each_call_and_a_join_gives_its_place_back_once_at_its_answers_start():
+    limits = replace(PUBLIC, max_events_per_visitor=5)
+    key = ("10.0.0.5", "compare")
+
+    async def scenario():
+        app = Steps()
+        m = middleware(limits, app=app, kinds={1: "compare", "compare": "compare"})
+        body = [{"type": "http.request", "body": join_body(1)}]
+        counts = {}
+        first = asyncio.create_task(call_with(m, http(JOIN), body))
+        second = asyncio.create_task(call_with(m, http(JOIN), body))
+        assert await until(lambda: len(app.starts) == 2)
+        counts["two waiting"] = dict(m.pending)
+        app.starts[0].set()
+        assert await until(lambda: m.pending.get(key) == 1)
+        counts["one answering"] = dict(m.pending)
+        app.ends[0].set()
+        await answered(first)
+        counts["one ended"] = dict(m.pending)  # the first gave its place back once, at its start
+        app.starts[1].set()
+        app.ends[1].set()
+        await answered(second)
+        counts["both ended"] = dict(m.pending)
+        direct = asyncio.create_task(call_with(m, http("/gradio_api/run/compare"), [{"type": "http.request",
+                                                                                     "body": b"{}"}]))
+        assert await until(lambda: len(app.starts) == 3)
+        app.starts[2].set()
+        await until(lambda: False, turns=50)  # the direct call's answer has started, and not ended
+        counts["direct answering"] = dict(m.pending)
+        app.ends[2].set()
+        await answered(direct)
+        counts["direct ended"] = dict(m.pending)
+        return counts
+
+    assert run(scenario()) == {
+        "two waiting": {key: 2}, "one answering": {key: 1}, "one ended": {key: 1}, "both ended": {},
+        "direct answering": {key: 1}, "direct ended": {},
+    }
+
+
+def test_the_app_reads_the_body_once_then_the_clients_own_messages():
+    async def scenario():
+        app = Steps()
+        m = middleware(replace(PUBLIC, max_events_per_visitor=3), app=app, kinds={1: "compare"})
+        second = []
+
+        async def reading_app(scope, receive, send):
+            first = await receive()
+            second.append(await receive())
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": first["body"]})
+
+        m.app = reading_app
+        status, body, _ = await call_with(m, http(JOIN), [{"type": "http.request", "body": join_body(1)},
+                                                         {"type": "http.request", "body": b"late"}])
+        m.app = reading_app  # a request the middleware does not count: replayed the same way
+        _, other, _ = await call_with(m, http(JOIN), [{"type": "http.request", "body": b"not json"},
+                                                     {"type": "http.request", "body": b"late"}])
+        return status, body, other, second
+
+    status, body, other, second = run(scenario())
+    assert (status, body, other) == (200, join_body(1), b"not json")
+    assert second == [{"type": "http.request", "body": b"late"}] * 2  # the client's next message, not the body again
+
+
+def test_a_body_is_gathered_from_its_chunks_and_a_client_that_leaves_is_answered_413():
+    m = middleware(replace(PUBLIC, max_events_per_visitor=3), kinds={1: "compare"})
+    body = join_body(1)
+    chunks = [{"type": "http.request", "more_body": True}, {"type": "http.request", "body": body[:5],
+                                                            "more_body": True},
+              {"type": "http.request", "body": body[5:]}]  # no body in the first, no more_body in the last
+    assert run(call_with(m, http(JOIN), chunks))[0] == 200
+    assert m.app.calls[-1][1] == {"type": "http.request", "body": body, "more_body": False}
+    status, answer, _ = run(call_with(m, http(JOIN), [{"type": "http.disconnect"}]))
+    assert (status, json.loads(answer)) == (413, {"detail": "this request is larger than this server takes"})
+    assert len(m.app.calls) == 1
+
+
+def test_a_public_body_over_the_limit_in_small_chunks_is_refused():
+    m = middleware(replace(PUBLIC, max_events_per_visitor=3), kinds={1: "compare"})
+    half = MAX_BODY_BYTES // 2 + 1
+    chunks = [{"type": "http.request", "body": b" " * half, "more_body": True},
+              {"type": "http.request", "body": b" " * half}]
+    assert run(call_with(m, http(JOIN), chunks))[0] == 413
+    assert m.app.calls == []
+
+
+def test_a_direct_calls_api_name_is_its_last_path_part():
+    m = middleware(replace(PUBLIC, max_events_per_visitor=3), kinds={"compareX": "compare"})
+    assert run(call_with(m, http("/gradio_api/run/compareX/"), [{"type": "http.request", "body": b"{}"}]))[0] == 200
+    assert m.seen == [(None, "compareX")]
+
+
+def test_a_refused_read_is_held_by_asyncio_by_default():
+    limits = replace(PUBLIC, reads_per_minute=6)
+    m = Admission(App(), limits=limits, kind_of=lambda *a: "reads", queued=lambda *a: 0,
+                  read_kinds=frozenset({"reads"}), refusal_delay=0.001)
+    assert m.sleep is asyncio.sleep
+    assert run(request(m, JOIN, join_body(5))).status == 200
+    assert run(request(m, JOIN, join_body(5))).status == 429 and not m.held
+
+
+def test_read_admitted_needs_the_stamp_itself():
+    assert admission.read_admitted(SimpleNamespace()) is False
+    assert admission.read_admitted(SimpleNamespace(**{READ_STATE: True})) is True
