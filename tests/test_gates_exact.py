@@ -44,14 +44,15 @@ def _refused(gate, clock, who, at):
 
 def test_a_visitor_over_its_rate_waits_until_its_oldest_call_leaves_the_window():
     gate, clock = _gate(sampling_per_minute=3)
-    for t in (0.0, 10.0, 20.0):
+    for t in (1000.0, 1010.0, 1020.0):
         _sample(gate, clock, "a", t, 0.0)
-    # the oldest of the three was at 0: it leaves the 60 s window at 60, so at 25 the wait is 35 s (not 45: the
-    # second call's, nor 85)
-    assert _refused(gate, clock, "a", 25.0) == "too many samples requested: 3 a minute per visitor; try again in 35 s"
-    assert _refused(gate, clock, "a", 60.0).endswith("try again in 0 s")  # exactly a window old: still counted
-    _sample(gate, clock, "b", 25.0, 0.0)  # another visitor has a rate of its own
-    _sample(gate, clock, "a", 60.5, 0.0)  # the call at 0 has left
+    # the oldest of the three was at 1000: it leaves the 60 s window at 1060, so at 1025 the wait is 35 s (not 45:
+    # the second call's, nor 85)
+    message = _refused(gate, clock, "a", 1025.0)
+    assert message == "too many samples requested: 3 a minute per visitor; try again in 35 s"
+    assert _refused(gate, clock, "a", 1060.0).endswith("try again in 0 s")  # exactly a window old: still counted
+    _sample(gate, clock, "b", 1025.0, 0.0)  # another visitor has a rate of its own
+    _sample(gate, clock, "a", 1060.5, 0.0)  # the call at 1000 has left
 
 
 def test_one_visitor_is_refused_at_half_the_share_and_told_when_its_first_job_leaves():
@@ -101,3 +102,70 @@ def test_a_refusal_releases_the_gate_for_the_next_job():
     _sample(gate, clock, "a", 0.0, 8.0)
     _refused(gate, clock, "a", 9.0)
     _sample(gate, clock, "b", 9.0, 1.0)  # would wait SAMPLING_WAIT and raise Busy had the refusal kept the slot
+
+
+def test_a_share_of_nothing_refuses_every_sampling_while_training_for_a_whole_window():
+    gate, clock = _gate(sampling_share=0.0)
+    assert _refused(gate, clock, "a", 5.0) == (
+        "a run is training: sampling has used its share of the CPU (0 s of the last minute), so that training stays "
+        "fast; try again in 60 s"
+    )
+
+
+# ----------------------------------------------------------------------------- the read gate and the sweep
+
+
+def test_a_refused_read_is_told_when_its_allowance_holds_one_read_again():
+    from rloo_demo.server.gates import ReadGate
+
+    clock = Clock(0.0)
+    gate = ReadGate(replace(LOCAL, reads_per_minute=6), clock=clock)  # 0.1 a second, an allowance of 1
+    gate.admit("a")
+    clock.now = 2.0  # 0.2 of a read back: 0.8 to go at 0.1 a second
+    with pytest.raises(RateLimited) as err:
+        gate.admit("a")
+    assert str(err.value) == (
+        "too many reads: 6 a minute per visitor (lists, rollouts, polls and page updates together); try again in 8 s"
+    )
+    never = ReadGate(replace(LOCAL, reads_per_minute=0), clock=clock)  # no refill: a whole window
+    never.admit("a")
+    with pytest.raises(RateLimited) as err:
+        never.admit("a")
+    assert str(err.value).endswith("try again in 60 s")
+
+
+def test_idle_visitors_are_swept_at_most_once_a_window():
+    from rloo_demo.server.gates import forget_idle
+
+    table, last = {"idle": 1, "busy": 2}, {}
+    idle = lambda value, now: value == 1  # noqa: E731
+    forget_idle(table, idle, 100.0, last)
+    assert table == {"busy": 2} and last == {"swept": 100.0}
+    table["idle"] = 1
+    forget_idle(table, idle, 159.0, last)  # 59 s after the last sweep: not yet
+    assert table == {"busy": 2, "idle": 1} and last == {"swept": 100.0}
+    forget_idle(table, idle, 160.0, last)  # a window after it: swept
+    assert table == {"busy": 2} and last == {"swept": 160.0}
+
+
+def test_a_starters_record_is_a_hash_of_its_id_and_an_id_that_is_no_text_is_refused():
+    import hashlib
+
+    from rloo_demo.errors import InputError
+    from rloo_demo.server.gates import owner_digest
+
+    assert owner_digest("page-42") == hashlib.sha256(b"rloo-demo:page-42").hexdigest()[:32]
+    assert len(owner_digest("")) == 32
+    with pytest.raises(InputError) as err:
+        owner_digest(42)
+    assert str(err.value) == "client_id is not a text"
+    with pytest.raises(InputError) as err:
+        owner_digest("a\ud800")
+    assert str(err.value) == "client_id is not valid Unicode text (a lone surrogate at character 1)"
+
+
+def test_a_peer_that_is_no_address_is_never_a_trusted_proxy():
+    from rloo_demo.server.limits import visitor_address
+
+    assert visitor_address("testclient", "1.2.3.4", ("10.0.0.0/8",)) == "testclient"
+    assert visitor_address("10.1.2.3", "1.2.3.4", ("10.0.0.0/8",)) == "1.2.3.4"

@@ -608,3 +608,31 @@ def test_an_arena_without_settings_or_runs_reads_as_empty_ones(tmp_path):
     assert reader.arena("arena-20261201-090000") == {
         "name": "arena-20261201-090000", "markdown": inert(markdown_table(rows, "")), "runs": []
     }
+
+
+def test_a_changed_config_alone_is_read_again(tmp_path):
+    from rloo_demo.store.jsonl import save_config
+
+    run = _disk_run(tmp_path, "disk", max_steps=9)
+    reader = _reader(tmp_path)[0]
+    assert reader.view("disk").max_steps == 9
+    save_config(RunConfig(output_dir=str(tmp_path), run_name="disk", max_steps=12), run.path / "config.yaml")
+    assert reader.view("disk").max_steps == 12
+    (run.path / "status.json").write_text("{not json")
+    assert reader.view("disk").name == "disk"  # an unreadable run keeps its name
+
+
+def test_an_unchanged_listing_is_answered_from_the_reader_without_a_summary_or_a_label_read(tmp_path, monkeypatch):
+    _disk_run(tmp_path, "a", created=1.0)
+    _disk_run(tmp_path, "b", created=2.0)
+    reader = _reader(tmp_path)[0]
+    notes = []
+    real = readers_module.read_notes
+    monkeypatch.setattr(readers_module, "read_notes", lambda run: notes.append(run.name) or real(run))
+    first = reader.list_runs()
+    assert notes == ["b", "a"]
+    assert reader.list_runs() == first and reader.list_runs() == first
+    assert notes == ["b", "a"]  # the whole answer came from the reader's cache
+    write_notes(RunFolder(tmp_path / "a"), label="new")
+    assert next(s for s in reader.list_runs() if s["name"] == "a")["label"] == "new"
+    assert notes == ["b", "a", "b", "a"]

@@ -34,3 +34,24 @@ def test_public_mode_replaces_server_paths_and_local_mode_keeps_them(tmp_path):
     assert public.redact("") == "" and public.redact(None) is None
     local = Redactor(public=False, runs_dir=str(link))
     assert local.redact(message) == message
+
+
+def test_a_relative_runs_folder_is_redacted_by_its_resolved_path_first(tmp_path, monkeypatch):
+    from rloo_demo.server.redaction import Redactor
+
+    monkeypatch.chdir(tmp_path)
+    redactor = Redactor(True, "runs")
+    message = f"cannot read {tmp_path.resolve()}/runs/a/config.yaml (see runs/b)"
+    assert redactor.redact(message) == "cannot read <runs>/a/config.yaml (see <runs>/b)"
+
+
+def test_a_relative_runs_folders_name_is_a_path_only_where_a_path_starts_with_it(tmp_path, monkeypatch):
+    from rloo_demo.server.redaction import Redactor
+
+    monkeypatch.chdir(tmp_path)
+    redactor = Redactor(True, "runs")
+    assert redactor.redact("this server keeps 30 runs; see runs/a or ./runs/b, not myruns/c") == (
+        "this server keeps 30 runs; see <runs>/a or ./<runs>/b, not myruns/c"
+    )
+    longer = Redactor(True, str(tmp_path / "runs"))
+    assert longer.redact(f"{tmp_path}/runs-old/x and {tmp_path}/runs/x") == "<path> and <runs>/x"  # not a prefix

@@ -42,6 +42,17 @@ class Redactor:
         """Server paths out of a message (public mode)."""
         if not text or not self.public:
             return text
-        for root in sorted({str(Path(self.runs_dir).resolve()), self.runs_dir}, key=len, reverse=True):
-            text = text.replace(root, "<runs>")
-        return _ABSOLUTE_PATH.sub("<path>", text)
+        return _ABSOLUTE_PATH.sub("<path>", self._roots().sub("<runs>", text))
+
+    def _roots(self) -> re.Pattern:
+        """The runs folder as a message may name it, resolved or as configured, matched in one pass (so a
+        replacement is never matched again: ``runs`` inside ``<runs>`` became ``<<runs>>``). A relative name such
+        as the app's default ``runs`` counts only where a path starts with it (``runs/a``), never as a word of prose
+        ("30 runs")."""
+        roots = {str(Path(self.runs_dir).resolve()), self.runs_dir.rstrip("/") or "/"}
+        absolute, relative = r"{}(?![\w.@+-])", r"(?:(?<=\./)|(?<![\w/.<>@+-])){}(?=/)"
+        forms = [
+            (absolute if root.startswith("/") else relative).format(re.escape(root))
+            for root in sorted(roots, key=len, reverse=True)  # the longest first: a root inside another loses
+        ]
+        return re.compile("|".join(forms))
