@@ -12,12 +12,6 @@ os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-import tqdm  # noqa: E402
-
-# No tqdm monitor thread: mutmut forks every mutant from a process that ran the tests once, and a child forked
-# while that thread held tqdm's lock waited on it for ever (every mutant of the CLI's evaluate, whose bar is real,
-# hung until mutmut's timeout). A bar that stalls is not what a test looks at.
-tqdm.tqdm.monitor_interval = 0
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"  # screenshots and other outputs a person may want to look at after a run

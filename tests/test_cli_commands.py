@@ -7,6 +7,7 @@ printed line word for word. ``python -m pytest tests/test_cli_commands.py`` (a f
 
 import json
 import signal
+import sys
 import types
 
 import pytest
@@ -128,6 +129,30 @@ def _run_with_model(tmp_path, name="done", **config):
     return run
 
 
+class _Bar:
+    """tqdm's bar as cmd_evaluate uses it, recorded (a real bar's lock hung mutants forked by mutmut)."""
+
+    made = []
+
+    def __init__(self, **kw):
+        self.kw, self.shown, self.closed, self.n = kw, [], False, 0
+        _Bar.made.append(self)
+
+    def refresh(self):
+        self.shown.append(self.n)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def _recorded_bars(monkeypatch):
+    import tqdm.auto
+
+    _Bar.made = []
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+
+
 def _fake_models(monkeypatch, context=1024):
     loaded = []
 
@@ -160,6 +185,9 @@ def test_evaluate_samples_both_models_with_the_flags_and_saves_the_result(monkey
                       2, 7, 0.5, 0.75)]
     assert json.loads(capsys.readouterr().out) == RESULT
     assert json.loads((run.path / "evaluation.json").read_text()) == RESULT
+    (bar,) = _Bar.made  # one bar over both models' prompts, on stderr, moved by the evaluation's progress
+    assert bar.kw == {"total": 6, "desc": "evaluate", "unit": "prompt", "file": sys.stderr}
+    assert bar.shown == [1] and bar.closed
 
 
 def test_evaluate_prints_the_report_unless_json_is_asked(monkeypatch, tmp_path, capsys):
