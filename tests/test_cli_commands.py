@@ -450,3 +450,102 @@ def test_arena_takes_the_largest_steps_and_a_budget_of_one_second(monkeypatch):
     monkeypatch.setattr(cli, "run_arena", lambda base, *a, **k: calls.append((base, *a)) or {"markdown": "t"})
     assert cli_main(["arena", "--max-steps", "1000000", "--max-seconds", "1", "--seeds", "1"]) == 0
     assert calls[0][0].max_steps == 1_000_000 and calls[0][5] == 1.0
+
+
+# ----------------------------------------------------------------------------- main, flags, bounds
+
+
+def test_main_reports_each_kind_of_failure_with_its_status(monkeypatch, capsys):
+    def raising(exc):
+        def cmd(args):
+            raise exc
+        return cmd
+
+    from rloo_demo.errors import UserError
+
+    for exc, code, line in [
+        (UserError("two\n   lines  here"), 2, "error: two lines here"),
+        (OSError(28, "No space left on device"), 1, "error: [Errno 28] No space left on device"),
+        (KeyboardInterrupt(), 130, "error: interrupted"),
+    ]:
+        monkeypatch.setattr(cli, "cmd_toy", raising(exc))
+        assert cli_main(["toy"]) == code
+        out = capsys.readouterr()
+        assert (out.out, out.err) == ("", line + "\n"), line
+
+
+def test_main_turns_a_parsers_exit_without_a_number_into_2(monkeypatch):
+    class Exiting:
+        def parse_args(self, argv):
+            raise SystemExit("not a number")
+
+    monkeypatch.setattr(cli, "build_parser", lambda: Exiting())
+    assert cli_main(["toy"]) == 2
+    assert cli_main(["toy", "--help"]) == 2
+
+
+def test_main_turns_tokenizer_threads_off_unless_told_otherwise(monkeypatch, capsys):
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    cli_main(["toy"])
+    import os
+
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    cli_main(["toy"])
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+
+
+def test_every_setting_is_a_flag_of_its_type_with_its_default_in_the_help(capsys):
+    parse = cli.build_parser().parse_args
+    args = parse(["train", "--use-lora", "--no-bf16", "--rewards", "a", "b", "--reward-weights", "1", "0.5",
+                  "--generation-batch-size", "8", "--learning-rate", "1e-4"])
+    assert (args.use_lora, args.bf16, args.rewards, args.reward_weights) == (True, False, ["a", "b"], [1.0, 0.5])
+    assert args.generation_batch_size == 8 and type(args.generation_batch_size) is int
+    assert args.learning_rate == 1e-4 and not hasattr(parse(["train"]), "max_steps")  # unset: the config decides
+    assert cli_main(["train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "run settings (override --config):" in text
+    assert f"--max-steps MAX_STEPS {RunConfig.__dataclass_fields__['max_steps'].metadata['help']}" in text
+    assert f"(default: {RunConfig().max_steps})" in text and f"(default: {RunConfig().rewards})" in text
+    assert "--rewards X [X ...]" in text and "--use-lora, --no-use-lora" in text
+
+
+def test_the_budget_flags_take_one_second_to_a_billion(monkeypatch, tmp_path, capsys, sigterm):
+    _fake_train(monkeypatch, tmp_path)
+    monkeypatch.setattr(cli, "run_arena", lambda *a, **k: {"markdown": "t"})
+    for command in (["train", "--output-dir", str(tmp_path)], ["arena"]):
+        for ok in ("1", "1e9"):
+            assert cli_main([*command, "--max-seconds", ok]) == 0, (command, ok)
+        for bad in ("0.99", "1000000001"):
+            assert cli_main([*command, "--max-seconds", bad]) == 2, (command, bad)
+            assert "--max-seconds must be between 1 and 1e+09" in capsys.readouterr().err
+
+
+def test_evaluate_gives_the_runs_config_to_the_prompts_and_the_evaluation(monkeypatch, tmp_path, capsys):
+    run = _run_with_model(tmp_path, max_new_tokens=13)
+    _fake_models(monkeypatch)
+    configs = []
+    monkeypatch.setattr(evaluation, "heldout_prompts", lambda config, limit: configs.append(config) or ["p"])
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: configs.append(a[3]) or dict(RESULT))
+    assert cli_main(["evaluate", "--run", str(run.path), "--num-prompts", "1", "--json"]) == 0
+    assert [c.max_new_tokens for c in configs] == [13, 13] and configs[0].run_name == "done"
+    assert capsys.readouterr().out == json.dumps(RESULT, indent=2) + "\n"
+
+
+def test_infer_reads_a_models_context_from_either_key_and_the_template_from_the_runs_config(monkeypatch, tmp_path,
+                                                                                          capsys):
+    run = _run_with_model(tmp_path, prompt_template="continuation")
+    calls = _fake_sample(monkeypatch)
+
+    def load_policy(name):
+        return types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=32), name=name), "tok"
+
+    monkeypatch.setattr(cli, "load_policy", load_policy)
+    seen = []
+    monkeypatch.setattr(cli, "effective_template", lambda config, folder: seen.append(config) or "continuation")
+    assert cli_main(["infer", "--run", str(run.path), "--max-new-tokens", "32"]) == 2
+    assert capsys.readouterr().err == "error: --max-new-tokens 32 does not fit this model's context of 32 tokens\n"
+    assert seen[0].prompt_template == "continuation" and seen[0].run_name == "done"
+    assert cli_main(["infer", "--run", str(run.path), "--max-new-tokens", "31"]) == 0 and calls[0][4] == 31
+    assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--seed", str(2**32)]) == 2
+    assert capsys.readouterr().err == "error: --seed must be between 0 and 4294967295, not 4294967296\n"

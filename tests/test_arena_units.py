@@ -1,0 +1,266 @@
+"""The arena piece by piece, in this process: the commands it runs (each child replaced by a recorder that writes
+what a real run would), the records and summary it keeps, its table word for word, and its statistics on toys
+whose answers are worked out here. test_lab_cli.py runs a real arena (slow).
+
+``python -m pytest tests/test_arena_units.py`` (a few seconds).
+"""
+
+import json
+import math
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from rloo_demo import arena
+from rloo_demo.config import RunConfig
+from rloo_demo.errors import InputError
+
+STAMP = "20261201-120000"
+
+
+class _Time:
+    formats = []
+
+    @staticmethod
+    def strftime(fmt):
+        _Time.formats.append(fmt)
+        return STAMP
+
+
+class _Children:
+    """``arena._run`` as the test wants it: each train writes a finished run folder (or fails), each evaluate an
+    evaluation whose gain is the seed; every command and its log file recorded."""
+
+    def __init__(self, fail=()):
+        self.commands, self.logs, self.configs, self.fail = [], [], [], set(fail)
+
+    def __call__(self, command, log):
+        self.commands.append(command)
+        self.logs.append(log.name)
+        log.write("child output\n")
+        kind = command[3]
+        if kind == "train":
+            config_path = Path(command[command.index("--config") + 1])
+            self.configs.append((config_path.name, config_path.parent.name, RunConfig.load(config_path)))
+            name = command[command.index("--run-name") + 1]
+            if name in self.fail:
+                return 1, 50.0
+            folder = Path(command[command.index("--output-dir") + 1]) / name
+            folder.mkdir(parents=True)
+            (folder / "status.json").write_text(json.dumps({"status": "finished", "models": {"policy": 100}}))
+            (folder / "metrics.jsonl").write_text(
+                "".join(json.dumps({"step": s, "step_time": t}) + "\n" for s, t in ((1, 9.0), (2, 1.0), (3, 2.0)))
+            )
+            return 0, 300.0 + len(self.commands)
+        folder = Path(command[command.index("--run") + 1])
+        seed = int(folder.name.rsplit("-s", 1)[1])
+        result = {"samples_per_prompt": 1, "base_rewards": [0.0, 0.0], "trained_rewards": [seed / 10, seed / 10],
+                  "kl_trained_vs_base": 0.5}
+        (folder / "evaluation.json").write_text(json.dumps(result))
+        return 0, 10.0
+
+
+@pytest.fixture
+def children(monkeypatch):
+    _Time.formats = []
+    monkeypatch.setattr(arena, "time", _Time)
+    made = _Children(fail={f"arena-{STAMP}-reinforce-s3"})
+    monkeypatch.setattr(arena, "_run", made)
+    return made
+
+
+def test_the_arena_runs_each_estimator_for_each_seed_with_these_commands(children, tmp_path):
+    out = tmp_path / "nested" / "runs"  # made with its parents
+    base = RunConfig(seed=3, max_steps=6, num_generations=4, prompts_per_step=2, beta=0.02, learning_rate=1e-4)
+    echoed = []
+    summary = arena.run_arena(base, ["reinforce", "grpo"], 2, str(out), eval_prompts=5, max_seconds=30.0,
+                              echo=echoed.append)
+    assert _Time.formats == ["%Y%m%d-%H%M%S"]
+    py = [sys.executable, "-m", "rloo_demo"]
+
+    def train(estimator, seed, extra=()):
+        name = f"arena-{STAMP}-{estimator}-s{seed}"
+        return [*py, "train", "--config", "CONFIG", "--estimator", estimator, "--seed", str(seed), "--run-name", name,
+                "--output-dir", str(out), "--max-seconds", "30.0", *extra]
+
+    def evaluate(estimator, seed):
+        return [*py, "evaluate", "--run", str(out / f"arena-{STAMP}-{estimator}-s{seed}"), "--num-prompts", "5"]
+
+    grpo = ["--variance-every", "0", "--reward-offset", "0"]
+    commands = [[("CONFIG" if i and c[i - 1] == "--config" else a) for i, a in enumerate(c)] for c in children.commands]
+    assert commands == [
+        train("reinforce", 3),  # fails: not evaluated, and the seed's other estimator still runs
+        train("grpo", 3, grpo), evaluate("grpo", 3),
+        train("reinforce", 4), evaluate("reinforce", 4),
+        train("grpo", 4, grpo), evaluate("grpo", 4),
+    ]
+    assert children.logs == [str(out / f".arena-{STAMP}.log")] * 7
+    assert (out / f".arena-{STAMP}.log").read_text() == "child output\n" * 7
+    name, folder, config = children.configs[0]
+    assert name == "base.yaml" and folder.startswith("rloo-arena-") and config.to_dict() == base.to_dict()
+    assert echoed == [
+        f"[arena] training arena-{STAMP}-reinforce-s3 ...",
+        f"[arena] arena-{STAMP}-reinforce-s3 failed (exit 1); see {out / f'.arena-{STAMP}.log'}",
+        f"[arena] training arena-{STAMP}-grpo-s3 ...", f"[arena] evaluating arena-{STAMP}-grpo-s3 ...",
+        f"[arena] training arena-{STAMP}-reinforce-s4 ...", f"[arena] evaluating arena-{STAMP}-reinforce-s4 ...",
+        f"[arena] training arena-{STAMP}-grpo-s4 ...", f"[arena] evaluating arena-{STAMP}-grpo-s4 ...",
+    ]
+    assert summary["runs"][0] == {"run": f"arena-{STAMP}-reinforce-s3", "estimator": "reinforce", "seed": 3,
+                                  "status": "failed"}
+    assert all("evaluation" not in r for r in summary["runs"]) and len(summary["runs"]) == 4
+    rows = {r["estimator"]: r for r in summary["rows"]}
+    assert rows["reinforce"]["seeds"] == [4] and rows["grpo"]["seeds"] == [3, 4]  # the failed run left out
+    assert rows["grpo"]["gain"] == pytest.approx(0.35)  # the seeds' gains 0.3 and 0.4
+    assert summary["settings"] == (
+        f"Arena {STAMP}: 2 estimators x 2 seeds (3..4), 6 steps, K=4, 2 prompts/step, beta=0.02, lr=0.0001; "
+        "held-out gain on 5 prompts x 2 samples, sampling seed 0."
+    )
+    assert summary["name"] == f"arena-{STAMP}" and summary["config"] == base.to_dict()
+    assert summary["markdown"] == arena.markdown_table(summary["rows"], summary["settings"])
+    assert (out / f"arena-{STAMP}.json").read_text() == json.dumps(summary, indent=2) + "\n"
+    assert (out / f"arena-{STAMP}.md").read_text() == summary["markdown"] + "\n"
+
+
+def test_an_arena_without_a_budget_evaluates_64_prompts_and_names_its_reward_offset(children, tmp_path):
+    base = RunConfig(seed=0, reward_offset=1.5)
+    summary = arena.run_arena(base, ["rloo"], 1, str(tmp_path), echo=lambda line: None)
+    assert "--max-seconds" not in children.commands[0] and "--variance-every" not in children.commands[0]
+    assert children.commands[1][-2:] == ["--num-prompts", "64"]
+    assert summary["settings"].endswith(
+        ", reward offset 1.5 (rloo and reinforce; grpo removes it and trains without); held-out gain on 64 prompts "
+        "x 2 samples, sampling seed 0."
+    )
+
+
+def test_a_run_record_reads_a_finished_folder(tmp_path):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    (folder / "status.json").write_text(json.dumps({"status": "stopped", "models": {"policy": 7}}))
+    lines = [{"step": 1, "step_time": 50.0}, {"step": 2, "step_time": 1.0}, {"step": 3}, {"step": 4, "step_time": 2.0}]
+    (folder / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
+    record = arena.run_record(folder, "rloo", 5, 123.5)
+    assert record == {"run": "r", "estimator": "rloo", "seed": 5, "status": "stopped", "steps": 4,
+                      "step_seconds": 1.5, "peak_rss_mb": 123.5, "models": {"policy": 7}, "evaluation": None}
+    (folder / "evaluation.json").write_text(json.dumps({"x": 1}))
+    (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "step_time": 3.0}) + "\n")
+    record = arena.run_record(folder, "rloo", 5, 1.0)
+    assert record["evaluation"] == {"x": 1} and record["step_seconds"] is None  # only the first step: not counted
+
+
+def test_a_child_process_is_run_to_its_end_with_its_output_in_the_log(tmp_path):
+    log_path = tmp_path / "log"
+    with open(log_path, "w") as log:
+        code, rss = arena._run([sys.executable, "-c", "import sys; print('from the child'); sys.exit(3)"], log)
+    assert code == 3 and "from the child" in log_path.read_text()
+    assert 1.0 < rss < 2000.0  # a Python interpreter's peak, in MB (not KB, not the parent's)
+
+
+# ----------------------------------------------------------------------------- the summary and its table
+
+
+def _evaluation(gains, kl=None, judges=None, collapse=None):
+    return {"samples_per_prompt": 1, "base_rewards": [0.0] * len(gains), "trained_rewards": list(gains),
+            "kl_trained_vs_base": kl, "judges": judges, "collapse_warning": collapse}
+
+
+def test_the_summary_has_one_row_per_estimator_with_each_figure_by_hand():
+    models = {"policy": 2_000_000, "reference": {"kind": "adapter off", "parameters": 0}}
+    runs = [
+        {"estimator": "rloo", "seed": 1, "step_seconds": 0.5, "peak_rss_mb": 700, "models": None,
+         "evaluation": _evaluation([0.2, 0.4], kl=1.0, judges={"trained": {"distinct_2": 0.8, "repetition": 0.1}})},
+        {"estimator": "grpo", "seed": 1, "step_seconds": None, "peak_rss_mb": None, "models": models,
+         "evaluation": _evaluation([0.1, 0.1], collapse="collapsed")},
+        {"estimator": "rloo", "seed": 2, "step_seconds": 1.5, "peak_rss_mb": 900, "models": models,
+         "evaluation": _evaluation([0.0, 1.0], kl=float("nan"), judges={"trained": {"distinct_2": 0.6}})},
+        {"estimator": "rloo", "seed": 3, "step_seconds": 2.5, "peak_rss_mb": 800, "evaluation": None},
+    ]
+    rows = arena.summarize(runs)
+    assert [r["estimator"] for r in rows] == ["rloo", "grpo"]
+    rloo, grpo = rows
+    assert (rloo["runs"], rloo["seeds"]) == (2, [1, 2])  # the run without an evaluation is no gain
+    assert rloo["gain"] == pytest.approx((0.3 + 0.5) / 2)
+    assert rloo["gain_ci95"] == list(arena.hierarchical_interval([[0.2, 0.4], [0.0, 1.0]]))
+    assert rloo["kl_to_base"] == 1.0  # NaN left out of the mean
+    assert rloo["distinct_2"] == pytest.approx(0.7) and rloo["repetition"] == 0.1 and rloo["collapsed"] == 0
+    assert rloo["step_seconds"] == pytest.approx(1.5)  # all three runs' steps, the unevaluated one too
+    assert rloo["peak_rss_mb"] == 900 and rloo["models"] == models
+    assert grpo["collapsed"] == 1 and grpo["kl_to_base"] is None and grpo["distinct_2"] is None
+    assert grpo["step_seconds"] is None and grpo["peak_rss_mb"] == 0
+    assert arena.summarize([{"estimator": "rloo", "seed": 1, "evaluation": None}]) == [
+        {"estimator": "rloo", "runs": 0, "seeds": [], "step_seconds": None, "peak_rss_mb": 0, "models": None}
+    ]
+
+
+def test_the_table_word_for_word():
+    rows = [
+        {"estimator": "rloo", "runs": 2, "gain": 0.25, "gain_ci95": [-0.125, 0.5], "kl_to_base": 1.25,
+         "distinct_2": 0.8, "repetition": 0.05, "collapsed": 1, "step_seconds": 0.375, "peak_rss_mb": 712.4,
+         "models": {"policy": 1_350_400, "reference": {"kind": "separate copy", "parameters": 1_350_400},
+                    "rewards": [{"name": "vader_compound", "kind": "lexicon", "parameters": 0}]}},
+        {"estimator": "grpo", "runs": 0, "models": None},
+    ]
+    assert arena.markdown_table(rows, "the settings").splitlines() == [
+        "the settings",
+        "",
+        "| estimator | runs | held-out gain [95% CI] | KL to base (nats) | distinct-2 | repetition | "
+        "mean step time (s) | peak RSS (MB) | models held in memory |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| rloo | 2 | +0.250 [-0.125, +0.500] | 1.2 | 0.80 | 0.05 (1 collapsed) | 0.38 | 712 | policy 1.35M + "
+        "reference 1.35M (separate copy) + reward vader_compound (lexicon, 0) |",
+        "| grpo | 0 | – [–, –] | – | – | – | – | – | ? |",
+        "| ppo (not run) | – | – | – | – | – | – | – | policy + reference + reward + a value network of about the "
+        f"policy's size (1.35M): {arena.PPO_NOTE} |",
+        "",
+        arena.BETA_NOTE,
+    ]
+    assert arena.markdown_table([]).splitlines()[0].startswith("| estimator |")  # no settings: no settings line
+    assert "policy's size (?)" in arena.markdown_table([])
+
+
+def test_parameter_counts_are_millions_from_a_tenth_of_a_million():
+    assert arena._params(99_999) == "99,999" and arena._params(100_000) == "0.10M" and arena._params(2.5e6) == "2.50M"
+    assert arena._params(None) == "?" and arena._params("many") == "?"
+    assert arena.models_text(None) == "?" and arena.models_text({}) == "?"
+    assert arena.models_text({"policy": 5, "reference": None}) == "policy 5"
+    assert arena._fmt(float("inf"), ".1f") == "–" and arena._fmt("x", ".1f") == "–" and arena._fmt(2, ".1f") == "2.0"
+
+
+def test_a_mean_skips_what_is_not_a_finite_number():
+    assert arena._mean([1, None, float("nan"), "2", float("inf"), 3.0]) == 2.0
+    assert arena._mean([None, float("nan")]) is None and arena._mean([]) is None
+
+
+def test_per_prompt_gains_average_each_prompts_samples():
+    evaluation = {"samples_per_prompt": 2, "base_rewards": [0.0, 1.0, 2.0, 2.0],
+                  "trained_rewards": [1.0, 1.0, 0.0, 1.0]}
+    assert arena.per_prompt_gains(evaluation) == [0.5, -1.5]
+
+
+def test_the_two_level_interval_is_the_bootstrap_written_here():
+    gains = [[0.1, 0.5, 0.3], [0.9, 0.2], [0.0, 0.4, 0.8, 0.6]]
+
+    def by_hand(n, seed):
+        rng = random.Random(seed)
+        means = []
+        for _ in range(n):
+            picked = [gains[rng.randrange(len(gains))] for _ in gains]
+            means.append(statistics.fmean(statistics.fmean(g[rng.randrange(len(g))] for _ in g) for g in picked))
+        means.sort()
+        return means[math.floor(n * 0.025)], means[math.ceil(n * 0.975) - 1]
+
+    assert arena.hierarchical_interval(gains) == by_hand(2000, 0)
+    assert arena.hierarchical_interval(gains, n_resamples=400, seed=7) == by_hand(400, 7)
+    assert arena.hierarchical_interval([[0.25, 0.25], [0.25]]) == (0.25, 0.25)
+
+
+def test_estimators_are_checked_by_name_and_once_each():
+    assert arena.arena_estimators(["grpo", "rloo"]) == ["grpo", "rloo"]
+    with pytest.raises(InputError) as err:
+        arena.arena_estimators(["rloo", "ppo"])
+    assert str(err.value) == "unknown estimator 'ppo'; use rloo, reinforce, grpo"
+    with pytest.raises(InputError) as err:
+        arena.arena_estimators(["rloo", "rloo"])
+    assert str(err.value) == "each estimator may appear only once"
