@@ -114,6 +114,7 @@ def test_the_arena_runs_each_estimator_for_each_seed_with_these_commands(childre
     rows = {r["estimator"]: r for r in summary["rows"]}
     assert rows["reinforce"]["seeds"] == [4] and rows["grpo"]["seeds"] == [3, 4]  # the failed run left out
     assert rows["grpo"]["gain"] == pytest.approx(0.35)  # the seeds' gains 0.3 and 0.4
+    assert rows["grpo"]["peak_rss_mb"] == 306.0  # the children's peaks as _run measured them: 302 and 306
     assert summary["settings"] == (
         f"Arena {STAMP}: 2 estimators x 2 seeds (3..4), 6 steps, K=4, 2 prompts/step, beta=0.02, lr=0.0001; "
         "held-out gain on 5 prompts x 2 samples, sampling seed 0."
@@ -153,8 +154,9 @@ def test_a_run_record_reads_a_finished_folder(tmp_path):
 def test_a_child_process_is_run_to_its_end_with_its_output_in_the_log(tmp_path):
     log_path = tmp_path / "log"
     with open(log_path, "w") as log:
-        code, rss = arena._run([sys.executable, "-c", "import sys; print('from the child'); sys.exit(3)"], log)
-    assert code == 3 and "from the child" in log_path.read_text()
+        child = "import sys; print('from the child'); print('its errors', file=sys.stderr); sys.exit(3)"
+        code, rss = arena._run([sys.executable, "-c", child], log)
+    assert code == 3 and log_path.read_text().split() == ["from", "the", "child", "its", "errors"]
     assert 1.0 < rss < 2000.0  # a Python interpreter's peak, in MB (not KB, not the parent's)
 
 
@@ -168,10 +170,11 @@ def _evaluation(gains, kl=None, judges=None, collapse=None):
 
 def test_the_summary_has_one_row_per_estimator_with_each_figure_by_hand():
     models = {"policy": 2_000_000, "reference": {"kind": "adapter off", "parameters": 0}}
+    grpo_models = {"policy": 3}
     runs = [
         {"estimator": "rloo", "seed": 1, "step_seconds": 0.5, "peak_rss_mb": 700, "models": None,
          "evaluation": _evaluation([0.2, 0.4], kl=1.0, judges={"trained": {"distinct_2": 0.8, "repetition": 0.1}})},
-        {"estimator": "grpo", "seed": 1, "step_seconds": None, "peak_rss_mb": None, "models": models,
+        {"estimator": "grpo", "seed": 1, "step_seconds": None, "peak_rss_mb": None, "models": grpo_models,
          "evaluation": _evaluation([0.1, 0.1], collapse="collapsed")},
         {"estimator": "rloo", "seed": 2, "step_seconds": 1.5, "peak_rss_mb": 900, "models": models,
          "evaluation": _evaluation([0.0, 1.0], kl=float("nan"), judges={"trained": {"distinct_2": 0.6}})},
@@ -186,7 +189,7 @@ def test_the_summary_has_one_row_per_estimator_with_each_figure_by_hand():
     assert rloo["kl_to_base"] == 1.0  # NaN left out of the mean
     assert rloo["distinct_2"] == pytest.approx(0.7) and rloo["repetition"] == 0.1 and rloo["collapsed"] == 0
     assert rloo["step_seconds"] == pytest.approx(1.5)  # all three runs' steps, the unevaluated one too
-    assert rloo["peak_rss_mb"] == 900 and rloo["models"] == models
+    assert rloo["peak_rss_mb"] == 900 and rloo["models"] == models and grpo["models"] == grpo_models
     assert grpo["collapsed"] == 1 and grpo["kl_to_base"] is None and grpo["distinct_2"] is None
     assert grpo["step_seconds"] is None and grpo["peak_rss_mb"] == 0
     assert arena.summarize([{"estimator": "rloo", "seed": 1, "evaluation": None}]) == [
@@ -222,7 +225,7 @@ def test_the_table_word_for_word():
 
 def test_parameter_counts_are_millions_from_a_tenth_of_a_million():
     assert arena._params(99_999) == "99,999" and arena._params(100_000) == "0.10M" and arena._params(2.5e6) == "2.50M"
-    assert arena._params(None) == "?" and arena._params("many") == "?"
+    assert arena._params(None) == "?" and arena._params("many") == "?" and arena._params(1e11) == "100000.00M"
     assert arena.models_text(None) == "?" and arena.models_text({}) == "?"
     assert arena.models_text({"policy": 5, "reference": None}) == "policy 5"
     assert arena._fmt(float("inf"), ".1f") == "–" and arena._fmt("x", ".1f") == "–" and arena._fmt(2, ".1f") == "2.0"
@@ -252,6 +255,9 @@ def test_the_two_level_interval_is_the_bootstrap_written_here():
         return means[math.floor(n * 0.025)], means[math.ceil(n * 0.975) - 1]
 
     assert arena.hierarchical_interval(gains) == by_hand(2000, 0)
+    rng = random.Random(1)
+    gains = [[rng.gauss(0, 1) for _ in range(10)] for _ in range(8)]  # no ties among the means
+    assert arena.hierarchical_interval(gains) == by_hand(2000, 0)
     assert arena.hierarchical_interval(gains, n_resamples=400, seed=7) == by_hand(400, 7)
     assert arena.hierarchical_interval([[0.25, 0.25], [0.25]]) == (0.25, 0.25)
 
@@ -264,3 +270,12 @@ def test_estimators_are_checked_by_name_and_once_each():
     with pytest.raises(InputError) as err:
         arena.arena_estimators(["rloo", "rloo"])
     assert str(err.value) == "each estimator may appear only once"
+
+
+def test_an_estimator_whose_every_run_failed_has_no_row(monkeypatch, tmp_path):
+    _Time.formats = []
+    monkeypatch.setattr(arena, "time", _Time)
+    monkeypatch.setattr(arena, "_run", _Children(fail={f"arena-{STAMP}-reinforce-s0", f"arena-{STAMP}-reinforce-s1"}))
+    summary = arena.run_arena(RunConfig(seed=0), ["reinforce", "rloo"], 2, str(tmp_path), echo=lambda line: None)
+    assert [r["estimator"] for r in summary["rows"]] == ["rloo"]
+    assert [r["status"] for r in summary["runs"]] == ["failed", "finished", "failed", "finished"]

@@ -549,3 +549,11 @@ def test_infer_reads_a_models_context_from_either_key_and_the_template_from_the_
     assert cli_main(["infer", "--run", str(run.path), "--max-new-tokens", "31"]) == 0 and calls[0][4] == 31
     assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--seed", str(2**32)]) == 2
     assert capsys.readouterr().err == "error: --seed must be between 0 and 4294967295, not 4294967296\n"
+
+
+def test_infer_on_a_model_that_names_no_context_samples_without_a_check(monkeypatch, capsys):
+    calls = _fake_sample(monkeypatch)
+    monkeypatch.setattr(cli, "load_policy", lambda name: (types.SimpleNamespace(config=types.SimpleNamespace(),
+                                                                                name=name), "tok"))
+    assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--max-new-tokens", "5000"]) == 0
+    assert calls[0][4] == 5000
