@@ -2,6 +2,9 @@
 that says how to fix it (config.RunConfig.problems). A boundary moved by one, a message that names the wrong
 limit or field, or a check that runs with another field already wrong, fails here."""
 
+import json
+from dataclasses import fields
+
 import pytest
 
 from rloo_demo.config import (
@@ -13,6 +16,7 @@ from rloo_demo.config import (
     TEMPERATURE_RANGE,
     RunConfig,
 )
+from rloo_demo.errors import ConfigError
 
 LO_T, HI_T = TEMPERATURE_RANGE
 TAKEN = [
@@ -195,3 +199,167 @@ def test_a_list_setting_of_the_wrong_type_is_described_as_a_list():
     assert RunConfig(reward_weights="1").type_problems() == {
         "reward_weights": "must be a list of finite numbers or null, not '1'"
     }
+
+
+# ----------------------------------------------------------------------------- a wrong type is told as one, alone
+
+# Each field with a value of the wrong type, and around it the settings that would run its value check: the
+# problem named must be the type's, and the check after it must not run on the wrong value (nor crash on it).
+WRONG_TYPE = [
+    ("num_generations", "x", {"generation_batch_size": 3}),
+    ("snapshot_every", "x", {}),
+    ("seed", "x", {}),
+    ("top_p", "x", {}),
+    ("estimator", 7, {}),
+    ("reward_offset", "x", {"estimator": "grpo"}),
+    ("variance_every", "x", {"estimator": "grpo"}),
+    ("prompt_template", 7, {"system_prompt": "Be kind."}),
+    ("system_prompt", 7, {}),
+    ("data_source", 7, {}),
+    ("policy", 7, {}),
+    ("bf16", "yes", {}),
+    ("use_vllm", "yes", {}),
+    ("run_name", 7, {}),
+    ("report_to", 7, {}),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "around"), WRONG_TYPE, ids=[w[0] for w in WRONG_TYPE])
+def test_a_setting_of_the_wrong_type_is_told_its_type_and_nothing_else(name, value, around):
+    config = RunConfig(**{name: value, **around})
+    types_ = config.type_problems()
+    problems = config.problems()
+    assert name in types_ and problems[name] == types_[name]
+    assert set(problems) - set(types_) <= {"system_prompt"} - {name}  # a prompt for a template not yet known
+
+
+def test_a_batch_of_completions_is_checked_against_k_and_one_is_a_size():
+    assert RunConfig(generation_batch_size=6, num_generations=4).problems() == {
+        "generation_batch_size": "the generation batch of 6 completions must be evenly divisible by num_generations "
+        "(K=4); use 4 or 8"
+    }
+    assert RunConfig(generation_batch_size=8, num_generations=4).problems() == {}
+    assert RunConfig(generation_batch_size=1, num_generations=2).problems() == {  # a size, refused for K only
+        "generation_batch_size": "the generation batch of 1 completions must be evenly divisible by num_generations "
+        "(K=2); use 2"
+    }
+    assert RunConfig(generation_batch_size=0, num_generations=2).problems() == {
+        "generation_batch_size": "must be a positive number of completions per step"
+    }
+
+
+def test_one_character_texts_are_texts_and_the_output_folder_takes_4096():
+    assert RunConfig(text_column="t", system_prompt="x", prompt_template="chat").problems(check_files=False) == {}
+    assert "output_dir" not in RunConfig(output_dir="d" * 4096).problems(check_files=False)
+    assert "output_dir" in RunConfig(output_dir="d" * 4097).problems(check_files=False)
+    assert "text_column" in RunConfig(text_column="  ").problems(check_files=False)
+
+
+def test_a_path_like_policy_must_be_a_folder_with_a_config(tmp_path):
+    for name in ("/no/such/policy", "~/no/such/policy", "./no/such/policy"):
+        assert "policy" in RunConfig(policy=name).problems(), name
+    (tmp_path / "config.json").write_text("{}")
+    assert "policy" not in RunConfig(policy=str(tmp_path)).problems()
+    assert "policy" not in RunConfig(policy="/no/such/policy").problems(check_files=False)
+
+
+def test_bf16_needs_a_gpu_that_supports_it(monkeypatch):
+    import torch
+
+    message = "bf16 needs a GPU that supports it; on a CPU leave it off (fp32)"
+    for available, supported, refused in [(False, False, True), (False, True, True), (True, False, True),
+                                          (True, True, False)]:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda a=available: a)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda s=supported: s)
+        problems = RunConfig(bf16=True).problems(check_files=False)
+        assert (problems.get("bf16") == message) is refused, (available, supported)
+
+
+def test_a_reward_file_is_looked_for_unless_files_are_not_checked(tmp_path):
+    config = RunConfig(rewards=["module:/no/such/file.py:score"])
+    assert "rewards" in config.problems()
+    assert "rewards" not in config.problems(check_files=False)
+    with pytest.raises(ConfigError) as err:
+        config.validate()
+    assert "rewards" in err.value.problems
+    assert config.validate(check_files=False) is config
+
+
+def test_trackers_are_each_known_and_installed():
+    from rloo_demo.config import tracker_problem
+
+    assert tracker_problem("none") is None and tracker_problem("") is None
+    assert tracker_problem("none, bogus") == (
+        "unknown tracker 'bogus'; use none or tensorboard, trackio, wandb (comma-separated)"
+    )
+    assert tracker_problem(" none ,  ") is None
+
+
+def test_a_tracker_not_installed_is_told_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from rloo_demo.config import tracker_problem
+
+    real = importlib.util.find_spec
+    missing = {"wandb", "trackio"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
+    assert tracker_problem("wandb") == "tracker 'wandb' is not installed here; pip install wandb, or use none"
+    assert tracker_problem("trackio") == (
+        "tracker 'trackio' is not installed here; pip install 'rloo-demo[trackio]' (or trackio==0.43.0), or use none"
+    )
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    assert tracker_problem("wandb,trackio") is None
+
+
+def test_a_list_setting_holds_at_most_64_values():
+    assert "reward_weights" not in RunConfig(reward_weights=[1.0] * 64).type_problems()
+    assert "reward_weights" in RunConfig(reward_weights=[1.0] * 65).type_problems()
+
+
+def test_unknown_settings_are_named_up_to_five_with_the_known_ones():
+    from rloo_demo.config import RunConfig as C
+
+    with pytest.raises(ConfigError) as err:
+        C.from_dict({f"extra{i}": 1 for i in range(7)} | {3: 1})
+    keys = list(err.value.problems)
+    assert keys == ["'3'", "'extra0'", "'extra1'", "'extra2'", "'extra3'"]  # sorted, five, repr'd (3 by its repr)
+    hint = err.value.problems["'extra0'"]
+    assert hint == "unknown setting; known settings are " + ", ".join(sorted(f.name for f in fields(C)))
+    with pytest.raises(ConfigError) as err:
+        C.from_dict({3: 1, "x" * 50: 2})
+    assert sorted(err.value.problems) == sorted(["'3'", "'" + "x" * 38 + "…"])  # cut at 40 characters
+    with pytest.raises(ConfigError) as err:
+        C.from_dict(["max_steps"])
+    assert err.value.problems == {"config": "must be a mapping of settings, not list"}
+
+
+def test_a_config_file_is_read_by_its_suffix_and_each_failure_is_told(tmp_path):
+    path = tmp_path / "run.JSON"
+    path.write_text('{"max_steps": 7, "launch": {"processes": 2}}')
+    assert RunConfig.load(path).max_steps == 7  # .JSON is JSON; the launch record is not a setting
+    missing = tmp_path / "none.yaml"
+    with pytest.raises(ConfigError) as err:
+        RunConfig.load(missing)
+    assert err.value.problems == {"config": f"config file {str(missing)!r} does not exist"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"max_steps: \xff\n")
+    with pytest.raises(ConfigError) as err:
+        RunConfig.load(bad)
+    assert err.value.problems["config"].startswith("bad.yaml cannot be read: 'utf-8' codec can't decode byte 0xff")
+    bad.write_text("max_steps: [1,\n")
+    with pytest.raises(ConfigError) as err:
+        RunConfig.load(bad)
+    assert err.value.problems["config"].startswith("bad.yaml is not valid YAML: while parsing a flow ")
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError) as err:
+        RunConfig.load(bad)
+    assert err.value.problems == {"config": "bad.yaml must hold a mapping of settings"}
+
+
+def test_a_config_is_written_as_json_or_yaml_in_field_order(tmp_path):
+    config = RunConfig(max_steps=7, seed=3)
+    assert config.to_text(tmp_path / "c.json") == json.dumps(config.to_dict(), indent=2) + "\n"
+    text = config.to_text(tmp_path / "c.yaml")
+    keys = [line.split(":")[0] for line in text.splitlines() if line and not line.startswith((" ", "-"))]
+    assert keys == list(config.to_dict())  # the dataclass's order, not sorted
+    assert keys != sorted(keys)
