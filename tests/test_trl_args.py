@@ -76,3 +76,11 @@ def test_a_batch_that_does_not_split_over_the_processes_is_refused_naming_both()
         "prompts_per_step": "9 completions per step do not split over 2 processes; make prompts_per_step x K a "
         "multiple of 2"
     }
+
+
+def test_vllm_generates_in_the_training_process_when_asked(tmp_path):
+    from rloo_demo.engine.trl_args import rloo_config
+
+    on = rloo_config(RunConfig(use_vllm=True), tmp_path)
+    assert (on.use_vllm, on.vllm_mode) == (True, "colocate")
+    assert rloo_config(RunConfig(use_vllm=False), tmp_path).use_vllm is False
