@@ -557,3 +557,8 @@ def test_infer_on_a_model_that_names_no_context_samples_without_a_check(monkeypa
                                                                                 name=name), "tok"))
     assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--max-new-tokens", "5000"]) == 0
     assert calls[0][4] == 5000
+
+
+def test_no_command_is_one_error_line_and_status_2(capsys):
+    assert cli_main([]) == 2
+    assert capsys.readouterr().err == "error: the following arguments are required: command (see --help)\n"
