@@ -55,3 +55,13 @@ def test_a_relative_runs_folders_name_is_a_path_only_where_a_path_starts_with_it
     )
     longer = Redactor(True, str(tmp_path / "runs"))
     assert longer.redact(f"{tmp_path}/runs-old/x and {tmp_path}/runs/x") == "<path> and <runs>/x"  # not a prefix
+
+
+def test_the_runs_folder_itself_and_a_configured_trailing_slash_are_redacted(tmp_path, monkeypatch):
+    from rloo_demo.server.redaction import Redactor
+
+    monkeypatch.chdir(tmp_path)
+    absolute = Redactor(True, str(tmp_path / "runs"))
+    assert absolute.redact(f"cannot write {tmp_path}/runs") == "cannot write <runs>"
+    slash = Redactor(True, "runs/")
+    assert slash.redact("see runs/a") == "see <runs>/a"
