@@ -53,19 +53,8 @@ async def request(m, path, body=b"", method="POST", client="10.0.0.5", headers=(
              "root_path": root_path}
     parts = chunks if chunks is not None else [body]
     messages = [{"type": "http.request", "body": c, "more_body": i < len(parts) - 1} for i, c in enumerate(parts)]
-    messages = iter(messages)
-    sent = []
-
-    async def receive():
-        return next(messages, {"type": "http.disconnect"})
-
-    async def send(message):
-        sent.append(message)
-
-    await m(scope, receive, send)
-    status = next((s["status"] for s in sent if s["type"] == "http.response.start"), None)
+    status, body, sent = await call_with(m, scope, messages)
     headers = dict(next((s["headers"] for s in sent if s["type"] == "http.response.start"), []))
-    body = b"".join(s.get("body", b"") for s in sent if s["type"] == "http.response.body")
     return SimpleNamespace(status=status, headers=headers, body=body, scope=scope)
 
 
