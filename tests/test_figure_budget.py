@@ -108,3 +108,29 @@ def test_the_lru_forgets_the_least_recently_used_and_a_miss_is_none():
     assert allowance.take("x", 0.0) and not allowance.take("x", 1.0)
     assert allowance.take("y", 1.0) and allowance.take("x", 2.0)
     assert stamp(Path("/nonexistent/file")) == (0, 0, 0)
+
+
+def test_thinning_keeps_customdata_with_its_points_and_counts_only_lists_of_x():
+    """``customdata`` thins with ``x`` (a hover that reads it would otherwise name another point); a trace whose
+    ``x`` is missing or not a list, or that is not a dict at all, counts as no points; a figure with nothing to thin
+    comes back as the very object (a cache's entry is not copied for nothing)."""
+    x = list(range(10))
+    trace = {"x": x, "y": x, "customdata": [[v, -v] for v in x], "text": "one label for all", "name": "c"}
+    out = thinned({"data": [trace]}, max_points=4)["data"][0]
+    keep = [0, 3, 6, 9]  # stride ceil(10 / 4) = 3 ends on the last point by itself
+    assert out["x"] == keep and out["customdata"] == [[v, -v] for v in keep]
+    assert out["text"] == "one label for all"  # not a list of the trace's length: left whole
+    exact = {"data": [trace]}
+    assert thinned(exact, max_points=10) is exact  # exactly max_points: nothing to thin
+    longer = {"data": [trace, {"x": list(range(20)), "y": list(range(20))}]}
+    assert thinned(longer, max_points=10)["data"][0] is trace  # beside a longer one, still kept whole
+    odd = {"data": [{"y": list(range(50))}, {"x": "abc"}, "not a trace"]}
+    assert thinned(odd, max_points=0) is odd
+
+
+def test_thinning_to_one_point_keeps_the_newest():
+    x = list(range(7))
+    out = thinned({"data": [{"x": x, "y": [v * v for v in x]}]}, max_points=1)["data"][0]
+    assert out == {"x": [6], "y": [36]}
+    out = thinned({"data": [{"x": x, "y": x}]}, max_points=2)["data"][0]
+    assert out == {"x": [0, 6], "y": [0, 6]}  # stride 4 keeps 0 and 4; the newest replaces 4

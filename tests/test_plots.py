@@ -444,6 +444,22 @@ def golden_figures():
             "overlay unlabelled metric": overlay_figure({"a": records}, "rewards/vader_compound/mean"),
             "overlay missing metric": overlay_figure({"a": records}, "no/such/metric"),
             "reward without steps": reward_figure([{"reward": 0.1, "reward_std": 0.2}, {"reward": 0.3}]),
+            # the toy's curves written here (its own numbers are tests/test_toy.py's): a K that is no number, an
+            # estimator with no positive variance before others (left out, the rest still drawn), gaps, a longer list
+            "toy": plots.toy_variance_figure(
+                {
+                    "k": [2, 3, float("nan"), 4],
+                    "variance": {
+                        "rloo": [0.5, 0.25, 0.125],
+                        "grpo": [0.0, -1.0, float("inf")],
+                        "dr_grpo": [0.4, None, 0.2, 9.0],
+                        "reinforce": [2.0, float("nan"), 0.5],
+                    },
+                },
+                selected_k=3,
+            ),
+            "toy unmarked": plots.toy_variance_figure({"k": [2, 3], "variance": {"grpo": [1.0, 0.5]}}),
+            "toy empty": plots.toy_variance_figure({}),
         }
     )
     figs.update({f"secondary default {k}": f for k, f in secondary_figures(records).items()})
