@@ -57,9 +57,12 @@ def step_view(
     mark = None
     if isinstance(selected, dict) and g is not None and selected.get("step") == g["step"]:
         mark = (g["group"], selected.get("index"))
+    first = steps[0] if steps else 1
     out = {
         ui.run: gr.Dropdown(choices=run_choices(controller, name), value=name),
-        ui.step: gr.Slider(minimum=steps[0] if steps else 1, maximum=max(steps[-1] if steps else 1, 2), value=step),
+        # gradio refuses a slider whose maximum is not above its minimum: a run with one step of rollouts on disk
+        # (its only readable line at step 4, say) gets one more stop
+        ui.step: gr.Slider(minimum=first, maximum=max(steps[-1] if steps else 1, first + 1), value=step),
         ui.groups: groups_html(groups, locale, selected=mark),
         ui.group: gr.Dropdown(choices=labels, value=chosen),
         ui.shown: step,

@@ -1,0 +1,461 @@
+"""The Train tab's handlers and the helpers under them, in-process (no server): each refusal, note and option
+against the words and values written out here. The same handlers are called over HTTP by test_input_refusals and
+test_hostile_inputs (a live server each); these tests read what those cannot without starting one: which field a
+refusal names, the line's wait in words, the app's launch options, its SIGTERM path and its entry point.
+
+``python -m pytest tests/test_ui_handlers.py``
+"""
+
+import json
+import os
+import signal
+from dataclasses import replace
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+import yaml
+from apputil import finished_run
+from test_page_followups import app_for
+
+from rloo_demo import i18n
+from rloo_demo.config import MAX_REWARD_WEIGHT
+from rloo_demo.errors import ConfigError, InputError, NotFound
+from rloo_demo.server.limits import LOCAL, PUBLIC
+from rloo_demo.server.runner import DEFAULT_RUN_SECONDS, ActiveRun, Runner
+from rloo_demo.ui import app as app_module
+from rloo_demo.ui import compare_tab, forms, train_tab
+from rloo_demo.ui.controller import Controller, _minutes
+from rloo_demo.ui.forms import FORM_FIELDS, defaults, field_label, labelled_problems, problem_fields, reward_sources
+
+LIMITS = replace(LOCAL, sampling_per_minute=None)
+
+
+def label(name, locale="en") -> str:
+    return i18n.t(locale, forms.FIELD[name].label)
+
+
+# ----------------------------------------------------------------------------- which field a problem names
+
+
+def test_reward_sources_name_the_box_each_reward_came_from_in_the_forms_order():
+    values = defaults() | {
+        "rewards": ["length_penalty", "nonsense", "vader_compound"],  # the form's order, not the ticked one
+        "custom_classifier": "  ",  # blank: no box
+        "extra_reward": "keyword:great",
+        "reward_module": "mine.py:score",
+    }
+    assert reward_sources(values) == ["vader_compound", "length_penalty", "extra_reward", "reward_module"]
+    assert reward_sources({"rewards": "vader_compound"}) == []  # not a list: nothing ticked
+
+
+def test_a_bad_weight_names_its_own_box_and_no_other():
+    values = defaults() | {
+        "rewards": ["vader_compound", "length_penalty"],
+        "w_vader_compound": 1.0,
+        "w_length_penalty": float("nan"),
+        "custom_classifier": "my/model",
+        "w_custom": MAX_REWARD_WEIGHT + 1,
+        "extra_reward": "keyword:x",
+        "w_extra": -MAX_REWARD_WEIGHT,  # at the bound: allowed
+        "reward_module": "m.py:f",
+        "w_module": True,  # a boolean is no weight
+    }
+    assert problem_fields("reward_weights", "any", values) == ["w_length_penalty", "w_custom", "w_module"]
+    # every weight fine (the problem is their count, say): the rewards box
+    fine = defaults() | {"rewards": ["vader_compound"], "w_vader_compound": -MAX_REWARD_WEIGHT}
+    assert problem_fields("reward_weights", "any", fine) == ["rewards"]
+
+
+def test_a_reward_problem_names_the_box_whose_text_it_quotes():
+    values = defaults() | {"rewards": ["vader_compound"], "extra_reward": "length_target:x", "reward_module": "a.py:f"}
+    assert problem_fields("rewards", "unknown reward 'length_target:x'", values) == ["extra_reward"]
+    assert problem_fields("rewards", "'module:a.py:f' is not allowed", values) == ["reward_module"]
+    assert problem_fields("rewards", "no reward chosen", values) == ["rewards"]
+    # a problem with the form's key, one with another name, one the form has no field for
+    assert problem_fields("num_generations", "x", values) == ["num_generations"]
+    assert problem_fields("generation_batch_size", "x", values) == ["prompts_per_step"]
+    assert problem_fields("gradient_checkpointing", "x", values) == []
+
+
+def test_problems_are_labelled_as_the_page_shows_the_fields(monkeypatch):
+    values = defaults() | {"rewards": ["vader_compound"], "extra_reward": "keyword:x", "w_extra": float("inf")}
+    problems = {"reward_weights": "must be finite", "num_generations": "too many", "warmup_steps": "too long"}
+    for locale in ("en", "ru"):
+        extra = f"{label('w_extra', locale)} ({label('extra_reward', locale)})"
+        assert field_label("w_extra", locale) == extra
+        assert field_label("num_generations", locale) == label("num_generations", locale)
+        assert labelled_problems(problems, values, locale) == [
+            (extra, "must be finite"),
+            (label("num_generations", locale), "too many"),
+            ("warmup_steps", "too long"),  # no field for it: its key
+        ]
+    assert field_label("w_extra", "ru") != field_label("w_extra", "en")
+    both = defaults() | {"rewards": ["vader_compound", "length_penalty"], "w_vader_compound": None,
+                         "w_length_penalty": "x"}
+    assert labelled_problems({"reward_weights": "bad"}, both) == [
+        (f"{label('w_vader_compound')}, {label('w_length_penalty')}", "bad")
+    ]
+
+
+# ----------------------------------------------------------------------------- the Train tab's handlers
+
+
+@pytest.fixture()
+def page(tmp_path):
+    finished_run(tmp_path)
+    controller, demo, handler, component = app_for(tmp_path)
+    yield SimpleNamespace(controller=controller, handler=handler, component=component, root=tmp_path)
+    controller.close()
+
+
+def form(**changes) -> list:
+    values = defaults() | changes
+    return [values[name] for name in FORM_FIELDS]
+
+
+def by_id(out: dict) -> dict:
+    return {getattr(c, "elem_id", None): v for c, v in out.items()}
+
+
+@pytest.mark.parametrize("locale", ["en", "ru"])
+def test_start_refuses_a_bad_weight_naming_its_box_by_its_label_in_the_pages_language(page, locale):
+    out = by_id(page.handler["train_start"]("client-a", *form(w_vader_compound=float("nan")), locale))
+    error = out["form-error"]
+    head, body = error.split("\n\n", 1)
+    assert head == i18n.t(locale, "train.not_started")
+    assert body.startswith(f"- **{label('w_vader_compound', locale)}**: ")
+    assert "nan" in body and "reward_weights" not in body
+    assert page.controller.runner.active() == []  # refused before anything started
+
+
+def test_start_without_a_client_id_is_refused_in_words(page):
+    out = by_id(page.handler["train_start"]("", *form(), "en"))
+    assert out["form-error"].startswith(i18n.t("en", "train.not_started") + "\n\n")
+    assert "client id (1 to 200 characters)" in out["form-error"]
+
+
+def test_a_refusal_that_is_no_config_problem_is_the_controllers_words(page):
+    exc = InputError("the form values must be a mapping of field names to values")
+    assert train_tab.refusal_text(page.controller, exc, {}) == page.controller.error_text(exc)
+    problems = ConfigError({"num_generations": "<b>1000</b> is too many"})
+    # a config problem with values that are no dict: the controller's words as well
+    assert train_tab.refusal_text(page.controller, problems, None) == page.controller.error_text(problems)
+    escaped = train_tab.refusal_text(page.controller, problems, defaults(), "ru")
+    assert escaped == f"- **{label('num_generations', 'ru')}**: &lt;b&gt;1000&lt;/b&gt; is too many"
+
+
+def test_the_estimate_refuses_like_start_and_otherwise_is_the_controllers_estimate(page):
+    bad = by_id(page.handler["train_estimate"](*form(w_vader_compound=float("inf")), "ru"))
+    assert bad["run-estimate"].startswith(f"- **{label('w_vader_compound', 'ru')}**: ")
+    good = by_id(page.handler["train_estimate"](*form(max_steps=7), "en"))
+    assert good["run-estimate"] == page.controller.estimate(defaults() | {"max_steps": 7}, "en")
+    assert good["run-estimate"] != page.controller.estimate(defaults() | {"max_steps": 70}, "en")
+
+
+def test_stop_says_what_it_did_in_the_pages_language(page):
+    stop = page.handler["train_stop"]
+    assert by_id(stop("client-a", None, "ru")) == {"form-error": i18n.t("ru", "train.nothing_to_stop")}
+    assert by_id(stop("client-a", "", "en")) == {"form-error": i18n.t("en", "train.nothing_to_stop")}
+    assert by_id(stop("client-a", "done", "en"))["form-error"] == "run &#x27;done&#x27; is not training"
+    job = SimpleNamespace(stopped=[], stop=lambda reason: job.stopped.append(reason), run=SimpleNamespace(name="r"),
+                          done=False)
+    page.controller.runner._active["r"] = ActiveRun(job=job, owner="client-a", started=0.0)
+    assert by_id(stop("client-b", "r", "en"))["form-error"].endswith("only the browser session that started this "
+                                                                     "run can stop it")
+    assert job.stopped == []
+    assert by_id(stop("client-a", "r", "ru")) == {"form-error": i18n.t("ru", "train.stop_requested", name="r")}
+    assert job.stopped == ["its starter asked it to stop"]
+
+
+# ----------------------------------------------------------------------------- the controller's words
+
+
+def test_a_wait_reads_in_seconds_under_a_minute_and_whole_minutes_after():
+    assert [_minutes(s) for s in (0, 0.4, 12.6, 59.4, 60, 89, 91, 3600)] == [
+        "1 s", "1 s", "13 s", "59 s", "1 min", "1 min", "2 min", "60 min"
+    ]
+
+
+def test_the_line_text_gives_the_place_and_the_runners_wait(tmp_path, monkeypatch):
+    controller = Controller(Runner(str(tmp_path), watchdog=False, limits=LIMITS))
+    try:
+        asked = []
+        monkeypatch.setattr(controller.runner, "wait_estimate", lambda place: asked.append(place) or 150.0)
+        assert controller.line_text(3, "ru") == i18n.t("ru", "train.waiting", place=3, wait="2 min")
+        assert asked == [3]
+    finally:
+        controller.close()
+
+
+def test_the_wait_is_what_the_runs_ahead_have_left_then_a_budget_a_place(tmp_path, monkeypatch):
+    runner = Runner(str(tmp_path), watchdog=False, max_concurrent=2, limits=replace(LIMITS, max_run_seconds=600))
+    try:
+        now = 10_000.0
+        monkeypatch.setattr("rloo_demo.server.runner.time.monotonic", lambda: now)
+
+        def training(name, started):
+            runner._active[name] = ActiveRun(job=SimpleNamespace(run=SimpleNamespace(name=name), done=False), owner="o",
+                                             started=0.0, started_clock=started)
+
+        assert runner.wait_estimate(1) == 0.0  # a free slot: no wait
+        training("a", now - 100)
+        assert runner.wait_estimate(3) == 0.0 + 2 * 600 / 2  # one slot still free
+        training("b", now - 450)
+        assert runner.wait_estimate(1) == 150.0  # the sooner of 500 s and 150 s left
+        assert runner.wait_estimate(4) == 150.0 + 3 * 300.0
+        training("c", now - 900)  # over its budget: nothing left, not a negative wait
+        assert runner.wait_estimate(1) == 0.0
+        runner.limits = replace(runner.limits, max_run_seconds=None)
+        runner._active.pop("c")
+        # no budget: a default run's length (a's 20 s left and b's none, both slots taken: none to wait for first)
+        assert runner.wait_estimate(2) == 0.0 + 1 * DEFAULT_RUN_SECONDS / 2
+    finally:
+        runner._active.clear()
+        runner.close()
+
+
+def test_run_details_hand_over_the_files_the_command_and_the_config(page):
+    files, command, config_text = page.controller.run_details("done")
+    assert config_text == (page.root / "done" / "config.yaml").read_text()
+    assert yaml.safe_load(config_text)["max_steps"] == 2
+    assert command.startswith("python -m rloo_demo train") and "--max-steps 2" in command
+    names = sorted(os.path.basename(f) for f in files)
+    assert names == ["done-config.yaml", "done-metrics.csv", "done-model.zip"]  # named by the run: downloads mix
+    assert all(os.path.isfile(f) for f in files)
+    (page.root / "broken").mkdir()
+    (page.root / "broken" / "config.yaml").write_text("{not yaml")
+    with pytest.raises(NotFound, match="run 'broken' is unreadable"):
+        page.controller.run_details("broken")
+
+
+def test_a_run_phase_is_none_for_a_name_that_trains_nowhere(page):
+    assert [page.controller.run_phase(n) for n in (None, "", 5, "done", "nowhere")] == [None] * 5
+
+
+# ----------------------------------------------------------------------------- a run in training, as the page sees it
+
+
+class _Channel(list):
+    def snapshot(self, start=0):
+        return list(self[start:])
+
+
+def test_an_active_run_reports_its_status_steps_and_rollouts(monkeypatch):
+    monkeypatch.setattr("rloo_demo.server.runner.time.time", lambda: 160.0)
+    state = SimpleNamespace(status="pending", error=None, stop_reason=None, started=None, finished=None,
+                            rollout_steps=[], rollouts={}, channel=_Channel())
+    written = []
+    run = SimpleNamespace(name="r", set_status=lambda status, reason: written.append((status, reason)))
+    active = ActiveRun(job=SimpleNamespace(state=state, run=run), owner="o", started=40.0)
+    # loading counts as running; its time from the ActiveRun's own start while the job has none
+    assert active.status() == {"status": "running", "error": None, "reason": None, "elapsed": 120.0}
+    assert active.rollouts(None) == [] and active.latest_step() == 0
+    state.status, state.started, state.finished, state.error, state.stop_reason = "failed", 100.0, 130.0, "E", "R"
+    assert active.status() == {"status": "failed", "error": "E", "reason": "R", "elapsed": 30.0}
+    state.channel.extend([{"step": 1}, {"step": 2}, {"step": 5}])
+    assert active.latest_step() == 5
+    state.channel.append({"no": "step"})
+    assert active.latest_step() == 0
+    state.rollout_steps, state.rollouts = [2, 4], {2: [{"g": 2}], 4: [{"g": 4}, {"g": 5}]}
+    assert active.rollouts(None) == [{"g": 4}, {"g": 5}] and active.rollouts(2) == [{"g": 2}]
+    assert active.rollouts(3) is None  # not kept in memory: read from the folder
+    assert active.rollouts(4) is not state.rollouts[4]  # a copy: the trainer appends to its own
+    active.mark_stopped("why")
+    assert written == [("stopped", "why")]
+
+    def full(status, reason):
+        raise OSError(28, "No space left on device")
+
+    run.set_status = full
+    active.mark_stopped("disk full")  # let be: the process is exiting
+    ActiveRun(job=SimpleNamespace(state=state, run=None), owner="o", started=0.0).mark_stopped("no folder")
+
+
+# ----------------------------------------------------------------------------- the app's launch
+
+
+def test_launch_options_for_a_local_and_a_public_server(monkeypatch):
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_PORT", raising=False)
+    local = app_module.launch_options(LOCAL)
+    assert (local["server_name"], local["server_port"]) == ("127.0.0.1", 7860)
+    assert local["max_file_size"] == 1 and local["show_error"] is True and local["ssr_mode"] is False
+    assert local["css"] == app_module.CSS + compare_tab.COMPARE_CSS + train_tab.TRAIN_CSS
+    assert local["head"] == app_module.locale_switch.HEAD
+    assert isinstance(local["theme"], gr.themes.Soft) and isinstance(local["i18n"], gr.I18n)
+    assert not {"enable_monitoring", "run_history", "state_session_capacity"} & set(local)
+    (admission,) = local["app_kwargs"]["middleware"]
+    assert admission.kwargs["limits"] is LOCAL and admission.kwargs["reads"] is None
+    assert callable(local["app_kwargs"]["lifespan"])
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7861")
+    reads = object()
+    public = app_module.launch_options(PUBLIC, reads)
+    assert (public["server_name"], public["server_port"]) == ("0.0.0.0", 7861)
+    assert public["enable_monitoring"] is False and public["run_history"] is False
+    assert public["state_session_capacity"] == app_module.PUBLIC_SESSIONS
+    assert public["app_kwargs"]["middleware"][0].kwargs["reads"] is reads
+
+
+def test_the_translations_given_to_gradio_name_this_servers_meter_spacing():
+    few = app_module.launch_options(replace(LOCAL, min_variance_every=3))["i18n"]
+    many = app_module.launch_options(replace(LOCAL, min_variance_every=25))["i18n"]
+    assert few.translations != many.translations
+    assert few.translations == gr.I18n(**i18n.translations(min_variance_every=3)).translations
+
+
+def test_sigterm_stops_the_runs_marks_the_unfinished_closes_and_exits(monkeypatch):
+    events = []
+    handlers = {}
+    monkeypatch.setattr(signal, "signal", lambda sig, fn: handlers.__setitem__(sig, fn))
+
+    def job(name, done):
+        return SimpleNamespace(done=done, join=lambda timeout: events.append(("join", name, timeout)))
+
+    runs = [SimpleNamespace(job=job("a", True), mark_stopped=lambda why: events.append(("mark", "a", why))),
+            SimpleNamespace(job=job("b", False), mark_stopped=lambda why: events.append(("mark", "b", why)))]
+    runner = SimpleNamespace(stop_all=lambda why: events.append(("stop_all", why)) or runs,
+                             close=lambda: events.append(("runner.close",)))
+
+    class Exited(Exception):
+        pass
+
+    def exit_(code):
+        events.append(("exit", code))
+        raise Exited
+
+    monkeypatch.setattr(app_module.os, "_exit", exit_)
+    app_module.install_sigterm(runner, close=lambda: events.append(("close",)))
+    with pytest.raises(Exited):
+        handlers[signal.SIGTERM](signal.SIGTERM, None)
+    reason = "the server shut down (SIGTERM)"
+    assert [e[:2] for e in events] == [("stop_all", reason), ("join", "a"), ("join", "b"), ("mark", "b"),
+                                        ("runner.close",), ("close",), ("exit", 0)]
+    waits = [e[2] for e in events if e[0] == "join"]
+    assert 0 < waits[1] <= waits[0] <= app_module.SHUTDOWN_SECONDS and waits[0] > app_module.SHUTDOWN_SECONDS - 2
+    assert events[3][2] == reason + ", before the step ended; no model saved"
+    events.clear()
+    app_module.install_sigterm(SimpleNamespace(stop_all=lambda why: [], close=lambda: events.append("closed")))
+    with pytest.raises(Exited):
+        handlers[signal.SIGTERM](signal.SIGTERM, None)
+    assert events == ["closed", ("exit", 0)]  # no close given: none called
+
+
+def test_main_builds_the_app_from_the_environment_and_launches_it(tmp_path, monkeypatch, caplog):
+    import logging
+
+    seen = {}
+    monkeypatch.setenv("RLOO_RUNS_DIR", str(tmp_path / "served"))
+    monkeypatch.setenv("RLOO_MAX_CONCURRENT_RUNS", "3")
+    monkeypatch.setenv("RLOO_BACKEND", "thread")
+    monkeypatch.setenv("RLOO_NUM_PROCESSES", "4")
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "Yes")
+    monkeypatch.setenv("RLOO_PUBLIC", "1")
+    monkeypatch.setattr(app_module, "bound_arenas", lambda: seen.setdefault("arenas", True))
+    monkeypatch.setattr(app_module, "install_sigterm", lambda runner, close: seen.update(runner=runner, close=close))
+
+    def launch(self, **options):
+        seen["options"] = options
+        seen["queued"] = self._queue is not None
+
+    monkeypatch.setattr(gr.Blocks, "launch", launch)
+    caplog.set_level(logging.INFO, logger="rloo_demo.ui.app")
+    app_module.main()
+    runner = seen["runner"]
+    assert seen["arenas"] and seen["queued"]
+    assert str(runner.runs_dir) == str(tmp_path / "served") and runner.max_concurrent == 3
+    assert runner.num_processes == 4 and runner.backend == "thread" and runner.limits.public
+    assert seen["options"]["enable_monitoring"] is False  # public: launched with the public options
+    assert seen["options"]["app_kwargs"]["middleware"][0].kwargs["reads"] is not None
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("RLOO_TRUST_FORWARDED=1 is ignored" in m for m in messages)
+    assert f"rloo-demo in public mode, runs in {runner.runs_dir}" in messages
+
+
+# ----------------------------------------------------------------------------- the Compare tab's boxes
+
+
+def test_an_evaluation_is_shown_with_a_note_only_when_it_was_not_saved():
+    from rloo_demo.i18n import localize_figure
+    from rloo_demo.ui import plots
+    from rloo_demo.ui.common import as_plot
+    from rloo_demo.ui.views.compare import eval_report_html
+
+    ui = SimpleNamespace(eval_report="report", eval_plot="plot")
+    result = {"base_rewards": [0.1, 0.3], "trained_rewards": [0.5, 0.9], "saved": True}
+    saved = compare_tab.evaluation_shown(ui, result, "ru")
+    assert saved["report"] == eval_report_html(result, "ru")
+    figure = localize_figure(plots.eval_histogram(result), "ru")
+    assert saved["plot"] == as_plot(figure) and json.loads(saved["plot"].plot)["data"]
+    unsaved = compare_tab.evaluation_shown(ui, result | {"saved": False}, "ru")
+    note = f"<p class='rloo-small'>{i18n.t('ru', 'compare.not_saved')}</p>"
+    assert unsaved["report"] == eval_report_html(result | {"saved": False}, "ru") + note
+
+
+def test_a_compare_error_reads_as_the_pages_error_head_without_its_stars():
+    assert compare_tab._error_html("it broke", "en") == "<div class='rloo-error'><p><b>Error:</b> it broke</p></div>"
+    ru = compare_tab._error_html("x", "ru")
+    assert ru == f"<div class='rloo-error'><p><b>{i18n.t('ru', 'common.error').strip('*')}</b> x</p></div>"
+    assert "*" not in ru
+
+
+# ----------------------------------------------------------------------------- the form's values as settings
+
+
+def test_every_form_value_becomes_its_setting():
+    values = {
+        "policy": "  embedded:tiny-imdb-gpt2 ",
+        "rewards": ["length_penalty", "sentiment_classifier", "vader_compound", "other"],
+        "w_vader_compound": 0.25, "w_sentiment_classifier": 2.0, "w_length_penalty": -0.5,
+        "custom_classifier": " classifier:my/model ", "w_custom": 3.0,
+        "extra_reward": " keyword:great ", "w_extra": 4.0,
+        "reward_module": " module:mine.py:score ", "w_module": 5.0,
+        "reward_offset": -0.3, "data_source": " local.csv ", "prompt_template": "chat", "system_prompt": " Be kind. ",
+        "num_generations": 6.0, "prompts_per_step": 3.0, "max_steps": 11.5, "learning_rate": 2e-5, "beta": 0.07,
+        "max_new_tokens": 17.0, "temperature": 0.9, "seed": 42.0, "normalize_advantages": True, "use_lora": True,
+        "lora_r": 8.0, "variance_every": 5.0, "bf16": True, "use_vllm": True,
+    }
+    assert forms.form_settings(values) == {
+        "policy": "embedded:tiny-imdb-gpt2",
+        "rewards": ["vader_compound", "sentiment_classifier", "length_penalty", "classifier:my/model", "keyword:great",
+                    "module:mine.py:score"],
+        "reward_weights": [0.25, 2.0, -0.5, 3.0, 4.0, 5.0],
+        "data_source": "local.csv", "prompt_template": "chat", "system_prompt": "Be kind.",
+        "normalize_advantages": True, "use_lora": True, "bf16": True, "use_vllm": True,
+        "num_generations": 6, "prompts_per_step": 3, "max_steps": 11.5, "max_new_tokens": 17, "seed": 42, "lora_r": 8,
+        "variance_every": 5, "learning_rate": 2e-5, "beta": 0.07, "temperature": 0.9, "reward_offset": -0.3,
+    }
+    # the prefixes added where the user left them out
+    short = forms.form_settings({"custom_classifier": "my/model", "w_custom": 1, "reward_module": "m.py:f",
+                                 "w_module": 2})
+    assert short["rewards"] == ["classifier:my/model", "module:m.py:f"] and short["reward_weights"] == [1, 2]
+
+
+def test_a_form_without_its_fields_reads_as_the_settings_defaults():
+    assert forms.form_settings({}) == {
+        "policy": None, "rewards": [], "reward_weights": [], "data_source": "embedded:imdb",
+        "prompt_template": "auto", "system_prompt": None, "normalize_advantages": False, "use_lora": False,
+        "bf16": False, "use_vllm": False, "num_generations": None, "prompts_per_step": None, "max_steps": None,
+        "max_new_tokens": None, "seed": None, "lora_r": None, "variance_every": 0, "learning_rate": None,
+        "beta": None, "temperature": None, "reward_offset": 0.0,
+    }
+    blank = forms.form_settings({"data_source": "  ", "prompt_template": "", "system_prompt": "   ",
+                                 "rewards": "vader_compound", "extra_reward": ""})
+    assert (blank["data_source"], blank["prompt_template"], blank["system_prompt"]) == ("embedded:imdb", "auto", None)
+    assert blank["rewards"] == []
+    with pytest.raises(InputError) as refused:
+        forms.form_settings(["not", "a", "mapping"])
+    assert str(refused.value) == "the form values must be a mapping of field names to values"
+
+
+def test_a_new_pages_weights_are_the_configs_or_each_rewards_own_default():
+    values = defaults()
+    assert (values["w_vader_compound"], values["w_sentiment_classifier"], values["w_length_penalty"]) == (1.0, 1.0, 0.5)
+    assert (values["w_custom"], values["w_extra"], values["w_module"]) == (1.0, 1.0, 1.0)
+    from rloo_demo.config import RunConfig
+
+    config = RunConfig(rewards=["length_penalty", "vader_compound"], reward_weights=[0.2, 3.0])
+    weights = {f.name: f.default(config) for f in forms.FIELDS if f.name.startswith("w_")}
+    assert weights == {"w_vader_compound": 3.0, "w_sentiment_classifier": 1.0, "w_length_penalty": 0.2,
+                       "w_custom": 1.0, "w_extra": 1.0, "w_module": 1.0}
