@@ -21,6 +21,7 @@ from test_page_followups import app_for
 from rloo_demo import i18n
 from rloo_demo.config import MAX_REWARD_WEIGHT
 from rloo_demo.errors import ConfigError, InputError, NotFound
+from rloo_demo.server.cache import LRU
 from rloo_demo.server.limits import LOCAL, PUBLIC
 from rloo_demo.server.runner import DEFAULT_RUN_SECONDS, ActiveRun, Runner
 from rloo_demo.ui import app as app_module
@@ -459,3 +460,161 @@ def test_a_new_pages_weights_are_the_configs_or_each_rewards_own_default():
     weights = {f.name: f.default(config) for f in forms.FIELDS if f.name.startswith("w_")}
     assert weights == {"w_vader_compound": 3.0, "w_sentiment_classifier": 1.0, "w_length_penalty": 0.2,
                        "w_custom": 1.0, "w_extra": 1.0, "w_module": 1.0}
+
+
+# ----------------------------------------------------------------------------- a tick's update of the Train tab
+
+
+def _tab(controller):
+    names = ("status", "run_error", "alerts", "summary", "alert_step", "alert_open", "start", "drawn")
+    ui = SimpleNamespace(**{n: n for n in names}, plots=[f"plot{i}" for i in range(len(train_tab.PLOT_NOTES))])
+    ui.controller = controller
+    return ui
+
+
+class _Ticks:
+    """The controller's reads a tick makes, recorded."""
+
+    def __init__(self, phase=None, summary=None, mine=False):
+        self.phase, self.summary, self.mine, self.calls = phase, summary, mine, []
+
+    def run_phase(self, name):
+        self.calls.append(("run_phase", name))
+        return self.phase
+
+    def run_summary(self, name, locale):
+        self.calls.append(("run_summary", name, locale))
+        return self.summary
+
+    def trains_for(self, caller):
+        self.calls.append(("trains_for", caller))
+        return self.mine
+
+
+def _records(n):
+    from test_golden_views import _records as eight
+
+    return eight()[:n]
+
+
+def test_a_tick_draws_the_status_the_warnings_and_the_plots_of_a_new_step(monkeypatch):
+    from rloo_demo.server.readers import RunView
+    from rloo_demo.ui.views import status_line
+    from rloo_demo.ui.views.train import alerts_html, run_alerts
+
+    monkeypatch.setattr(train_tab, "_TEXTS", LRU(256))  # nothing built by another test
+    records = _records(6)
+    alerts = run_alerts(records, "ru")
+    assert [a["kind"] for a in alerts] == ["collapse", "no_signal"]
+    first = alerts[0]["step"]
+    ticks = _Ticks()
+    view = RunView("tick-run-a", "running", None, records, 20, 12.0, None, True)
+    out = train_tab.render(_tab(ticks), view, 0.3, 5, "ru", caller="visitor")
+    assert out["status"] == status_line("running", records, 20, 12.0, "tick-run-a", None, "ru")
+    assert out["run_error"] == "" and out["alerts"] == alerts_html(alerts, "ru") and out["summary"] == ""
+    assert out["alert_step"] == first and out["alert_open"].visible is True
+    assert out["alert_open"].value == i18n.t("ru", "alert.open", step=first)
+    assert out["start"].interactive is True  # the caller trains nothing: Start stays enabled
+    assert out["drawn"] == 6 and all(f"plot{i}" in out for i in range(len(train_tab.PLOT_NOTES)))
+    assert ("run_phase", "tick-run-a") not in ticks.calls  # steps are logged: no phase to ask for
+    again = train_tab.render(_tab(ticks), view, 0.3, 6, "ru")  # this step drawn already: no plots, no caller
+    assert "drawn" not in again and "plot0" not in again and "start" not in again
+
+
+def test_an_ended_run_shows_its_saved_summary_and_warnings_not_ones_worked_out_again(monkeypatch):
+    from rloo_demo.server.readers import RunView
+    from rloo_demo.store.summary import summarize
+    from rloo_demo.ui.views.train import alerts_html, summary_markdown
+
+    monkeypatch.setattr(train_tab, "_TEXTS", LRU(256))
+    records = _records(8)
+    summary = summarize(records)
+    saved = [{"kind": "no_signal", "step": 7, "text": "saved words"}]
+    ticks = _Ticks(summary=(summary, saved))
+    view = RunView("tick-run-d", "finished", None, records, 8, 30.0, None, False)
+    out = train_tab.render(_tab(ticks), view, 0.6, 8, "ru")
+    assert out["summary"] == summary_markdown(summary, saved, "ru") and out["summary"]
+    assert out["alerts"] == alerts_html(saved, "ru") and out["alert_step"] == 7
+    assert ticks.calls == [("run_summary", "tick-run-d", "ru")]
+    train_tab.render(_tab(ticks), view, 0.6, 8, "ru")
+    assert len(ticks.calls) == 1  # built once for this step and status
+    train_tab.render(_tab(ticks), view, 0.6, 8, "en")
+    assert ticks.calls[-1] == ("run_summary", "tick-run-d", "en")  # another language: built again
+
+
+def test_a_run_that_has_not_logged_a_step_shows_its_phase_and_a_failed_one_its_error():
+    from rloo_demo.server.readers import RunView
+    from rloo_demo.ui.views.train import failure_markdown, phase_line
+
+    ticks = _Ticks(phase="loading", mine=True)
+    view = RunView("tick-run-b", "running", None, [], 30, 4.0, None, True)
+    out = train_tab.render(_tab(ticks), view, 0.6, 0, "en", caller="me")
+    assert out["status"] == phase_line("loading", 4.0, 30, "en") and ("run_phase", "tick-run-b") in ticks.calls
+    assert out["start"].interactive is False  # the caller's own run trains
+    assert out["alert_open"].visible is False and out["alert_open"].value == "" and out["alert_step"] is None
+    failed = RunView("tick-run-c", "failed", "Traceback\n  line 1\nValueError: x", _records(2), 30, 9.0, None, False)
+    out = train_tab.render(_tab(_Ticks(summary=({"steps": 2}, []))), failed, 0.6, 0, "ru")
+    assert out["run_error"] == failure_markdown("Traceback\n  line 1\nValueError: x", "ru")
+    failed.error = None
+    assert train_tab.render(_tab(_Ticks()), failed, 0.6, 0, "ru")["run_error"] == ""
+    stand_in = SimpleNamespace(**{k: v for k, v in vars(_tab(None)).items() if k != "controller"})
+    bare = train_tab.render(stand_in, view, 0.6, 0, "en", caller="me")  # a tab built without a page
+    assert set(bare) >= {"status", "run_error"} and not {"alerts", "summary", "start"} & set(bare)
+
+
+# ----------------------------------------------------------------------------- an ended run's summary
+
+
+def test_an_ended_runs_summary_is_worked_out_once_saved_and_read_back(tmp_path):
+    import json as json_
+
+    from test_run_summary import records, written_run
+
+    from rloo_demo.store.summary import summarize
+    from rloo_demo.ui.views.train import run_alerts
+
+    metrics = records(30, collapse_from=21)
+    for status in ("finished", "stopped", "failed"):
+        written_run(tmp_path / status, metrics, status=status)
+    written_run(tmp_path / "running", metrics, status="running")
+    written_run(tmp_path / "empty", [], status="finished")
+    for status in ("finished", "stopped", "failed", "running", "empty"):
+        controller = Controller(Runner(str(tmp_path / status), limits=LOCAL, watchdog=False))
+        try:
+            (name,) = [s["name"] for s in controller.list_runs()]
+            got = controller.run_summary(name, "ru")
+            if status in ("running", "empty"):
+                assert got is None, status
+                assert not (tmp_path / status / name / "summary.json").exists()
+                continue
+            summary, alerts = got
+            kinds = [{"kind": a["kind"], "step": a["step"]} for a in run_alerts(metrics)]  # English: saved once
+            want = summarize(metrics) | {"alerts": kinds}
+            assert summary == want and alerts == run_alerts(metrics, "ru") and alerts
+            saved = tmp_path / status / name / "summary.json"
+            assert json_.loads(saved.read_text()) == want
+            saved.write_text(json_.dumps({"steps": 99}))
+            assert controller.run_summary(name, "en") == ({"steps": 99}, run_alerts(metrics, "en"))  # read, not redone
+            assert controller.run_summary("no-such-run") is None
+        finally:
+            controller.close()
+
+
+def test_the_runs_listing_keeps_the_picks_that_still_exist():
+    from rloo_demo.ui import runs_tab
+
+    row = {"status": "finished", "has_model": True, "kl_last": 0.01, "steps": 5, "max_steps": 5}
+    summaries = [row | {"name": "c", "label": "best"}, row | {"name": "b", "label": ""}, row | {"name": "a"}]
+    stand_in = SimpleNamespace(list_runs=lambda: summaries, arenas=lambda: ["arena-2", "arena-1"])
+    ui = SimpleNamespace(table="table", overlay_runs="overlay", run="run", arena="arena", message="message")
+    out = runs_tab._listing(ui, stand_in, ["a", "gone"], "b", "ru")
+    assert out["table"].value == runs_tab.run_table(summaries, "ru").value
+    assert out["overlay"].choices == [(n, n) for n in ("c", "b", "a")] and out["overlay"].value == ["a"]
+    assert out["run"].choices == [("best · c", "c"), ("b", "b"), ("a", "a")] and out["run"].value == "b"
+    assert out["arena"].choices == [("arena-2", "arena-2"), ("arena-1", "arena-1")] and out["arena"].value == "arena-2"
+    assert out["message"] == ""
+    fresh = runs_tab._listing(ui, stand_in, "not a list", "gone", "en")
+    assert fresh["overlay"].value == ["c", "b"] and fresh["run"].value == "c"  # the two newest; the newest
+    nothing = SimpleNamespace(list_runs=lambda: [], arenas=lambda: [])
+    empty = runs_tab._listing(ui, nothing, ["a"], "a", "en")
+    assert empty["overlay"].value == [] and empty["run"].value is None and empty["arena"].value is None
