@@ -1,0 +1,112 @@
+"""The gradient-variance meter's plumbing (``engine/meter.measure``) with every model call replaced by a recorder:
+what each call receives (the prompt unpadded for sampling, padded with its mask for scoring, the tokenizer's end
+token), and the shaped reward the replicates are weighed with, ``r - beta * (log pi - log ref)``, against the
+numbers the recorders gave. The statistics themselves are tests/test_variance.py's; a real policy is
+tests/test_meter.py's. ``python -m pytest tests/test_meter_inputs.py``
+"""
+
+import pytest
+import torch
+
+from rloo_demo.engine import meter
+from rloo_demo.engine.meter import MeterInputs, MeterSettings
+
+
+def test_a_prompts_mask_is_its_own_or_all_ones_and_unpadding_drops_the_masked_tokens():
+    padded = MeterInputs(prompts=["a", "b"], prompt_ids=[[0, 0, 7, 8], [3, 4, 5, 6]], k=2,
+                         prompt_masks=[[0, 0, 1, 1], [1, 1, 1, 1]])
+    assert padded.mask(0) == [0, 0, 1, 1] and padded.unpadded(0) == [7, 8] and padded.unpadded(1) == [3, 4, 5, 6]
+    plain = MeterInputs(prompts=["a"], prompt_ids=[[9, 8, 7]], k=2)
+    assert plain.mask(0) == [1, 1, 1] and plain.unpadded(0) == [9, 8, 7]
+    with pytest.raises(ValueError):  # a mask of another length is a bug upstream, not a silent cut
+        MeterInputs(prompts=["a"], prompt_ids=[[1, 2, 3]], k=2, prompt_masks=[[1, 1]]).unpadded(0)
+
+
+class Tokenizer:
+    eos_token_id = 50256
+
+    def __init__(self):
+        self.decoded = []
+
+    def batch_decode(self, batch, **kwargs):
+        self.decoded.append(kwargs)
+        return [" ".join(map(str, c)) for c in batch]
+
+
+@pytest.fixture()
+def recorded(monkeypatch):
+    calls = {"sample": [], "logprobs": [], "reference": [], "gradient": [], "rewards": []}
+
+    def sample(policy, prompt, n, max_new, temperature, top_p, generator, eos):
+        calls["sample"].append((list(prompt), n, max_new, temperature, top_p, eos))
+        return [[prompt[-1] + i, 100 + i] for i in range(n)]  # n completions that name their prompt and index
+
+    def logprobs(policy, ids, batch, temperature, mask):
+        calls["logprobs"].append((list(ids), mask, temperature))
+        return [-0.1 * c[0] for c in batch]
+
+    def gradient(policy, params, prompt, completion, temperature, mask):
+        calls["gradient"].append((list(prompt), list(completion), mask))
+        return torch.tensor([float(completion[0]), float(len(completion)), 1.0])
+
+    real_plan = meter.ReplicatePlan.from_rewards
+
+    def plan(rewards, k, *args, **kwargs):
+        calls["rewards"].append([list(r) for r in rewards])
+        return real_plan(rewards, k, *args, **kwargs)
+
+    monkeypatch.setattr(meter, "sample_token_ids", sample)
+    monkeypatch.setattr(meter, "completion_logprobs", logprobs)
+    monkeypatch.setattr(meter, "score_gradient", gradient)
+    monkeypatch.setattr(meter, "trainable_parameters", lambda policy: [torch.zeros(3)])
+    monkeypatch.setattr(meter.ReplicatePlan, "from_rewards", staticmethod(plan))
+    return calls
+
+
+def reference(calls):
+    def ref(ids, mask, batch):
+        calls["reference"].append((list(ids), mask, [list(c) for c in batch]))
+        return [-0.05 * c[0] - 1.0 for c in batch]
+
+    return ref
+
+
+def test_the_meter_samples_the_unpadded_prompt_and_scores_the_padded_one_with_its_mask(recorded):
+    inputs = MeterInputs(prompts=["first", "second"], prompt_ids=[[0, 11, 12], [21, 22, 23]], k=2,
+                         prompt_masks=[[0, 1, 1], [1, 1, 1]])
+    settings = MeterSettings(reward=lambda prompts, texts: [0.5] * len(texts), beta=0.2, temperature=0.7, top_p=0.9,
+                             max_new_tokens=6, replicates=3)
+    tokenizer = Tokenizer()
+    out = meter.measure(object(), tokenizer, inputs, settings, seed=4, reference_logprobs=reference(recorded))
+    # replicates 3, none from the step's own batch: 3 x K = 6 completions a prompt, the end token the tokenizer's
+    assert recorded["sample"] == [([11, 12], 6, 6, 0.7, 0.9, 50256), ([21, 22, 23], 6, 6, 0.7, 0.9, 50256)]
+    assert tokenizer.decoded == [{"skip_special_tokens": True}] * 2
+    assert [(ids, mask) for ids, mask, _ in recorded["logprobs"]] == [([0, 11, 12], [0, 1, 1]),
+                                                                      ([21, 22, 23], [1, 1, 1])]
+    assert [(ids, mask) for ids, mask, _ in recorded["reference"]] == [([0, 11, 12], [0, 1, 1]),
+                                                                       ([21, 22, 23], [1, 1, 1])]
+    # every completion's gradient with its own prompt, padded, and that prompt's mask
+    assert [(p, m) for p, _, m in recorded["gradient"][:4]] == [([0, 11, 12], [0, 1, 1])] * 2 + [
+        ([21, 22, 23], [1, 1, 1])] * 2
+    assert len(recorded["gradient"]) == 3 * 4 and out["samples"] == 3 * 4
+
+    # shaped: 0.5 - 0.2 * (log pi - log ref), log pi = -0.1 c0, log ref = -0.05 c0 - 1
+    def shaped(c0):
+        return 0.5 - 0.2 * ((-0.1 * c0) - (-0.05 * c0 - 1.0))
+
+    (rewards,) = recorded["rewards"]
+    want = [[shaped(12 + 2 * j), shaped(13 + 2 * j), shaped(23 + 2 * j), shaped(24 + 2 * j)] for j in range(3)]
+    assert len(rewards) == 3 and all(r == pytest.approx(w, abs=1e-12) for r, w in zip(rewards, want, strict=True))
+    assert rewards[0][0] != pytest.approx(0.5)  # the KL term is in
+
+
+def test_with_beta_zero_the_reward_is_the_reward_and_no_reference_is_asked(recorded):
+    inputs = MeterInputs(prompts=["p"], prompt_ids=[[5, 6]], k=3, completions=[[1], [2], [3]], rewards=[0.1, 0.2, 0.3])
+    settings = MeterSettings(reward=lambda prompts, texts: [float(len(t)) for t in texts], beta=0.0, temperature=1.0,
+                             top_p=1.0, max_new_tokens=4, replicates=2)
+    meter.measure(object(), Tokenizer(), inputs, settings, seed=1)
+    # the step's own batch is the first replicate, with the trainer's rewards; one more is drawn
+    assert recorded["sample"] == [([5, 6], 3, 4, 1.0, 1.0, 50256)] and recorded["logprobs"] == []
+    texts = [f"{6 + i} {100 + i}" for i in range(3)]
+    assert recorded["rewards"] == [[[0.1, 0.2, 0.3], [float(len(t)) for t in texts]]]
+    assert [c for _, c, _ in recorded["gradient"]] == [[1], [2], [3], [6, 100], [7, 101], [8, 102]]
