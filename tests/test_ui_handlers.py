@@ -618,3 +618,22 @@ def test_the_runs_listing_keeps_the_picks_that_still_exist():
     nothing = SimpleNamespace(list_runs=lambda: [], arenas=lambda: [])
     empty = runs_tab._listing(ui, nothing, ["a"], "a", "en")
     assert empty["overlay"].value == [] and empty["run"].value is None and empty["arena"].value is None
+
+
+def test_the_latest_active_run_is_the_last_started_and_an_odd_owner_id_still_compares(tmp_path):
+    runner = Runner(str(tmp_path), watchdog=False, limits=LIMITS)
+    try:
+        assert runner.latest_active() is None
+        stopped = []
+        for name, started, owner in (("early", 5.0, "a"), ("late", 9.0, "\ud800b"), ("middle", 7.0, "c")):
+            job = SimpleNamespace(run=SimpleNamespace(name=name), done=False,
+                                  stop=lambda reason, name=name: stopped.append((name, reason)))
+            runner._active[name] = ActiveRun(job=job, owner=owner, started=started)
+        assert runner.latest_active().name == "late"
+        runner.stop("late", "\ud800b")  # a lone surrogate (JSON allows one) compares as itself, no encoding error
+        assert stopped == [("late", "its starter asked it to stop")]
+        with pytest.raises(Exception, match="only the browser session that started this run can stop it"):
+            runner.stop("late", "\ud800c")
+    finally:
+        runner._active.clear()
+        runner.close()
