@@ -110,3 +110,51 @@ def test_with_beta_zero_the_reward_is_the_reward_and_no_reference_is_asked(recor
     texts = [f"{6 + i} {100 + i}" for i in range(3)]
     assert recorded["rewards"] == [[[0.1, 0.2, 0.3], [float(len(t)) for t in texts]]]
     assert [c for _, c, _ in recorded["gradient"]] == [[1], [2], [3], [6, 100], [7, 101], [8, 102]]
+
+
+# ----------------------------------------------------------------------------- the log-probabilities, by hand
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import AutoModelForCausalLM
+
+    from rloo_demo.models.hub import ASSETS_DIR
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_pretrained(ASSETS_DIR / "tiny-imdb-gpt2").eval()
+
+
+def by_hand(model, prompt, mask, completion, temperature):
+    """One completion alone (no right padding), the prompt padded as given: sum of log softmax(logits / T)."""
+    ids = torch.tensor([prompt + completion])
+    logits = model(input_ids=ids, attention_mask=torch.tensor([mask + [1] * len(completion)])).logits[0]
+    steps = [logits[len(prompt) - 1 + j].float() / temperature for j in range(len(completion))]
+    return sum(s.log_softmax(-1)[t] for s, t in zip(steps, completion, strict=True))
+
+
+def test_completion_logprobs_are_the_padded_prompts_tokens_at_the_temperature(tiny):
+    prompt, mask = [0, 0, 40, 41], [0, 0, 1, 1]  # left-padded, as the trainer pads a short prompt
+    completions = [[50, 51, 52], [60]]  # of two lengths: the shorter is right-padded in the batch
+    got = meter.completion_logprobs(tiny, prompt, completions, 0.7, mask)
+    with torch.no_grad():
+        want = [by_hand(tiny, prompt, mask, c, 0.7).item() for c in completions]
+        unmasked = by_hand(tiny, prompt, [1, 1, 1, 1], completions[0], 0.7).item()
+        at_one = by_hand(tiny, prompt, mask, completions[0], 1.0).item()
+    assert got == pytest.approx(want, abs=1e-4)
+    assert abs(unmasked - want[0]) > 1e-3 and abs(at_one - want[0]) > 1e-3  # the inputs tell both apart
+    assert meter.completion_logprobs(tiny, prompt, [], 0.7, mask) == []
+
+
+def test_a_score_gradient_is_the_gradient_of_that_log_probability(tiny):
+    prompt, mask, completion = [0, 40, 41], [0, 1, 1], [50, 51]
+    params = meter.trainable_parameters(tiny)
+    got = meter.score_gradient(tiny, params, prompt, completion, 0.7, mask)
+    with torch.enable_grad():
+        want = torch.autograd.grad(by_hand(tiny, prompt, mask, completion, 0.7), params, allow_unused=True)
+    flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(want, params,
+                                                                                            strict=True)])
+    assert got.shape == flat.shape and torch.allclose(got, flat, atol=1e-5)
+    assert all(p.grad is None for p in params)  # the trainer's .grad left alone
+    plain = meter.score_gradient(tiny, params, prompt, completion, 0.7)  # no mask: every prompt token attended
+    assert not torch.allclose(plain, got, atol=1e-5)
