@@ -137,7 +137,10 @@ class SubprocessJob(TrainingJob):
             drain()
             time.sleep(POLL_SECONDS)
         drain()
-        status = run.status() if (run.path / "status.json").is_file() else {}
+        # a child that ended before it wrote a status (killed, or its start failed) is a failed run that says so
+        code = self.proc.returncode
+        missing = {"status": "failed", "error": f"training subprocess exited with code {code} before writing a status"}
+        status = run.status() if (run.path / "status.json").is_file() else missing
         st.status = status.get("status", "failed")
         st.error = status.get("error")
         if self.proc.returncode != 0 and st.status in ("running", "finished"):

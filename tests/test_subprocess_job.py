@@ -1,0 +1,127 @@
+"""The subprocess backend's follower (``server/subprocess_job.py``) on a stand-in child: a short Python script in
+place of ``accelerate launch``, writing the run folder's files as rank 0 does. What the page reads (the metrics
+channel, the rollouts by step, the status and its error) against what the script wrote; the real two-process run
+is tests/test_distributed.py's (slow). ``python -m pytest tests/test_subprocess_job.py``
+"""
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from rloo_demo.config import RunConfig
+from rloo_demo.server import subprocess_job
+from rloo_demo.server.subprocess_job import JsonlTail, SubprocessJob, launch_command
+
+METRICS = [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}]
+ROLLOUTS = [{"step": 1, "group": 0, "prompt": "a"}, {"step": 1, "group": 1, "prompt": "b"},
+            {"step": 2, "group": 0, "prompt": "c"}]
+
+
+def child(folder, status, code, lines=("one", "two", "three", "four")) -> list[str]:
+    """A child that writes the run folder as the training CLI does, prints ``lines`` and exits with ``code``."""
+    script = textwrap.dedent(f"""
+        import json, os, sys
+        folder = {str(folder)!r}
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
+            f.writelines(json.dumps(r) + "\\n" for r in {METRICS!r})
+            f.write('{{"step": 3, "rew')  # a half-written last line: not read
+        with open(os.path.join(folder, "rollouts.jsonl"), "w") as f:
+            f.writelines(json.dumps(r) + "\\n" for r in {ROLLOUTS!r})
+        status = {status!r}
+        if status:
+            with open(os.path.join(folder, "status.json"), "w") as f:
+                json.dump({{"status": status, "error": None}}, f)
+        print("\\n".join({list(lines)!r}))
+        sys.exit({code})
+    """)
+    return [sys.executable, "-c", script]
+
+
+@pytest.fixture()
+def job(tmp_path, monkeypatch):
+    monkeypatch.setattr(subprocess_job, "POLL_SECONDS", 0.01)
+
+    def make(status, code, name="sub"):
+        config = RunConfig(output_dir=str(tmp_path), run_name=name, max_steps=2)
+        folder = tmp_path / name
+        monkeypatch.setattr(subprocess_job, "launch_command", lambda *args: child(folder, status, code))
+        started = SubprocessJob(config, num_processes=2).start(resources_checked=True)
+        started.thread.join(60)
+        assert not started.thread.is_alive()
+        return started
+
+    return make
+
+
+def test_a_finished_child_is_followed_into_the_runs_state(job, tmp_path):
+    done = job("finished", 0)
+    st = done.state
+    assert st.channel.snapshot(0) == METRICS
+    assert st.rollout_steps == [1, 2] and st.rollouts[1] == ROLLOUTS[:2] and st.rollouts[2] == ROLLOUTS[2:]
+    assert (st.status, st.error) == ("finished", None) and st.finished >= st.started
+    # the launch's own files are removed; the run folder stays
+    assert not (tmp_path / ".sub.stop").exists() and not (tmp_path / ".sub.config.yaml").exists()
+    assert (tmp_path / ".sub.log").read_text().splitlines() == ["one", "two", "three", "four"]
+    assert done.state.run.path == tmp_path / "sub"
+
+
+def test_a_child_that_exits_with_an_error_fails_the_run_with_its_last_lines(job, tmp_path):
+    crashed = job("running", 3)
+    want = "training subprocess exited with code 3: two | three | four"
+    assert (crashed.state.status, crashed.state.error) == ("failed", want)
+    saved = json.loads((tmp_path / "sub" / "status.json").read_text())
+    assert (saved["status"], saved["error"]) == ("failed", want)
+
+
+def test_a_child_that_says_it_failed_keeps_its_own_error_and_one_with_no_status_failed(job, tmp_path):
+    stopped = job("stopped", 0, name="st")
+    assert (stopped.state.status, stopped.state.error) == ("stopped", None)
+    said = job("failed", 1, name="fl")  # its own status: not overwritten by the exit code's
+    assert said.state.status == "failed" and said.state.error is None
+    silent = job(None, 0, name="none")  # ended without a status: failed, and the page is told why
+    assert silent.state.status == "failed"
+    assert silent.state.error == "training subprocess exited with code 0 before writing a status"
+
+
+def test_a_second_run_of_the_same_name_gets_a_suffix_and_stop_leaves_a_file(tmp_path, monkeypatch):
+    (tmp_path / "twin").mkdir()
+    (tmp_path / "twin-2").mkdir()
+    monkeypatch.setattr(subprocess_job, "launch_command",
+                        lambda *args: [sys.executable, "-c", "import time; time.sleep(30)"])
+    seen = {}
+    real = subprocess_job.save_config
+    monkeypatch.setattr(subprocess_job, "save_config",
+                        lambda config, path: seen.update(path=path) or real(config, path))
+    running = SubprocessJob(RunConfig(output_dir=str(tmp_path), run_name="twin", max_steps=2)).start(True)
+    try:
+        assert running.state.config.run_name == "twin-3" and seen["path"] == tmp_path / ".twin-3.config.yaml"
+        assert running.state.status == "running" and running.state.run.path == tmp_path / "twin-3"
+        running.stop("asked")
+        assert (tmp_path / ".twin-3.stop").exists() and running.state.stop_reason == "asked"
+    finally:
+        running.proc.kill()
+        running.thread.join(30)
+
+
+def test_the_launch_command_runs_the_cli_with_the_config_stop_file_and_budget(monkeypatch):
+    monkeypatch.setattr(subprocess_job, "accelerate_launch", lambda n: ["launch", str(n)])
+    from pathlib import Path
+
+    assert launch_command(Path("/r/c.yaml"), Path("/r/.s"), 2) == [
+        "launch", "2", "-m", "rloo_demo", "train", "--config", "/r/c.yaml", "--stop-file", "/r/.s"
+    ]
+    assert launch_command(Path("c"), Path("s"), 1, 90.0)[-2:] == ["--max-seconds", "90.0"]
+
+
+def test_a_tail_reads_each_complete_line_once_and_counts_the_corrupt(tmp_path):
+    path = tmp_path / "m.jsonl"
+    tail = JsonlTail(path)
+    assert tail.read() == [] and tail.skipped == 0  # no file yet
+    path.write_text('{"a": 1}\nnot json\n{"b": 2}\n{"c": ')
+    assert tail.read() == [{"a": 1}, {"b": 2}] and tail.skipped == 1
+    with open(path, "a") as f:
+        f.write('3}\n')
+    assert tail.read() == [{"c": 3}] and tail.read() == [] and tail.skipped == 1
