@@ -637,3 +637,105 @@ def test_the_latest_active_run_is_the_last_started_and_an_odd_owner_id_still_com
     finally:
         runner._active.clear()
         runner.close()
+
+
+def test_main_reads_its_defaults_where_the_environment_sets_nothing(tmp_path, monkeypatch, caplog):
+    import logging
+
+    for name in ("RLOO_RUNS_DIR", "RLOO_MAX_CONCURRENT_RUNS", "RLOO_BACKEND", "RLOO_NUM_PROCESSES",
+                 "RLOO_TRUST_FORWARDED", "RLOO_PUBLIC", "SPACE_ID", "RLOO_TRUSTED_PROXIES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+    monkeypatch.setattr(app_module, "bound_arenas", lambda: None)
+    monkeypatch.setattr(app_module, "install_sigterm", lambda runner, close: seen.update(runner=runner, close=close))
+    monkeypatch.setattr(app_module.logging, "basicConfig", lambda **kw: seen.update(logging=kw))
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **options: seen.update(options=options))
+    caplog.set_level(logging.INFO, logger="rloo_demo.ui.app")
+    app_module.main()
+    runner = seen["runner"]
+    assert str(runner.runs_dir) in ("runs", str(tmp_path / "runs")) and runner.max_concurrent == 1
+    assert (runner.backend, runner.num_processes, runner.limits.public) == ("thread", 2, False)
+    assert seen["logging"] == {"level": logging.INFO, "format": "%(asctime)s %(name)s %(levelname)s %(message)s"}
+    assert seen["close"].__self__.runner is runner and seen["close"].__name__ == "close"
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [f"rloo-demo in local mode, runs in {runner.runs_dir}"]  # no proxy warning
+    assert "enable_monitoring" not in seen["options"]
+
+
+@pytest.mark.parametrize("word", ["1", "true", " YES ", "On"])
+def test_main_warns_that_trusting_every_forwarded_address_is_ignored(word, tmp_path, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", word)
+    monkeypatch.setenv("RLOO_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("RLOO_TRUSTED_PROXIES", "10.0.0.1,10.0.0.2")
+    monkeypatch.delenv("RLOO_PUBLIC", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setattr(app_module, "bound_arenas", lambda: None)
+    monkeypatch.setattr(app_module, "install_sigterm", lambda runner, close: None)
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **options: None)
+    caplog.set_level(logging.INFO, logger="rloo_demo.ui.app")
+    app_module.main()
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.name for r in warned] == ["rloo_demo.ui.app"]
+    assert warned[0].getMessage() == (
+        "RLOO_TRUST_FORWARDED=1 is ignored: name the proxies whose X-Forwarded-For to believe in "
+        "RLOO_TRUSTED_PROXIES (now: 10.0.0.1, 10.0.0.2)"
+    )
+
+
+def test_a_runs_phase_is_what_its_trainers_callback_says_until_steps_are_logged(tmp_path):
+    from rloo_demo.engine.callbacks import LiveMetricsCallback
+
+    controller = Controller(Runner(str(tmp_path), watchdog=False, limits=LIMITS))
+    try:
+        callback = LiveMetricsCallback.__new__(LiveMetricsCallback)
+        trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[object(), callback]))
+        state = SimpleNamespace(trainer=None, channel=_Channel())
+        job = SimpleNamespace(state=state, run=SimpleNamespace(name="r"), done=False)
+        controller.runner._active["r"] = ActiveRun(job=job, owner="o", started=0.0)
+        assert controller.run_phase("r") == "loading"  # no trainer yet
+        state.trainer = trainer
+        for phase in ("preparing", "first_step"):
+            callback.phase = phase
+            assert controller.run_phase("r") == phase
+        callback.phase = "training"
+        assert controller.run_phase("r") is None  # "training" is said by the steps themselves
+        callback.phase = "preparing"
+        state.channel.append({"step": 1})
+        assert controller.run_phase("r") is None  # steps are logged
+        state.channel.clear()
+        job.state = SimpleNamespace(channel=_Channel())  # a subprocess job's state has no trainer: it is loading
+        assert controller.run_phase("r") == "loading"
+        assert controller.run_phase("other") is None
+    finally:
+        controller.runner._active.clear()
+        controller.close()
+
+
+def test_malloc_is_asked_for_its_arena_bound_and_a_libc_without_it_is_no_error(monkeypatch):
+    from rloo_demo.server import malloc
+
+    calls = []
+
+    class Libc:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def mallopt(self, option, value):
+            calls.append((option, value))
+            return self.answer
+
+    monkeypatch.setattr(malloc.ctypes, "CDLL", lambda name: Libc(1))
+    assert malloc.bound_arenas() is True and calls == [(-8, malloc.MALLOC_ARENAS)]
+    monkeypatch.setattr(malloc.ctypes, "CDLL", lambda name: Libc(0))
+    assert malloc.bound_arenas(5) is False and calls[-1] == (-8, 5)
+
+    def no_libc(name):
+        raise OSError("not found")
+
+    monkeypatch.setattr(malloc.ctypes, "CDLL", no_libc)
+    assert malloc.bound_arenas() is False
+    monkeypatch.setattr(malloc.ctypes, "CDLL", lambda name: object())  # a libc without mallopt
+    assert malloc.bound_arenas() is False
