@@ -739,3 +739,66 @@ def test_malloc_is_asked_for_its_arena_bound_and_a_libc_without_it_is_no_error(m
     assert malloc.bound_arenas() is False
     monkeypatch.setattr(malloc.ctypes, "CDLL", lambda name: object())  # a libc without mallopt
     assert malloc.bound_arenas() is False
+
+
+def test_an_error_reads_with_the_pages_head_on_its_line_or_above_a_block():
+    from rloo_demo.ui.common import error_markdown
+
+    head = i18n.t("ru", "common.error")
+    assert error_markdown("it broke", "ru") == f"{head} it broke"
+    assert error_markdown("line one\nline two", "ru") == f"{head}\n\nline one\nline two"
+    assert error_markdown("x") == f"{i18n.t('en', 'common.error')} x" != error_markdown("x", "ru")
+
+
+@pytest.mark.parametrize(("idle", "every"), [(100.0, 25.0), (1000.0, 60.0), (0.1, 0.05)])
+def test_the_session_sweep_runs_every_quarter_of_the_idle_time_and_skips_busy_sessions(idle, every, monkeypatch,
+                                                                                       caplog):
+    import asyncio
+    import logging
+
+    from rloo_demo.ui import gradio_internals as gi
+
+    calls = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds):
+        calls.append(("sleep", seconds))
+        if sum(c[0] == "sleep" for c in calls) > 1:
+            await asyncio.Event().wait()  # the second wait lasts until the lifespan ends
+
+    monkeypatch.setattr(gi.asyncio, "sleep", sleep)
+    monkeypatch.setattr(gi, "lazy_sessions", lambda holder: calls.append(("lazy", holder)))
+    monkeypatch.setattr(gi, "drop_idle_sessions", lambda holder, seconds, busy: calls.append(("drop", holder, seconds,
+                                                                                              busy)) or 2)
+    holder = SimpleNamespace(session_data={"a": 1, "b": 2, "c": 3})
+    queue = SimpleNamespace(pending_event_ids_session={"s1": ["e"], "s2": ["f"]})
+    app = SimpleNamespace(state_holder=holder, get_blocks=lambda: SimpleNamespace(_queue=queue))
+    caplog.set_level(logging.INFO, logger=gi.log.name)
+
+    async def serve():
+        async with gi.session_lifespan(idle)(app):
+            for _ in range(50):
+                if any(c[0] == "drop" for c in calls):
+                    break
+                await real_sleep(0)
+
+    asyncio.run(serve())
+    assert calls[:3] == [("lazy", holder), ("sleep", every), ("drop", holder, idle, frozenset({"s1", "s2"}))]
+    assert "dropped 2 idle sessions, 3 kept" in [r.getMessage() for r in caplog.records]
+
+
+def test_without_an_idle_time_sessions_are_only_made_lazy(monkeypatch):
+    import asyncio
+
+    from rloo_demo.ui import gradio_internals as gi
+
+    calls = []
+    monkeypatch.setattr(gi, "lazy_sessions", lambda holder: calls.append("lazy"))
+    monkeypatch.setattr(gi, "drop_idle_sessions", lambda *args: calls.append("drop"))
+
+    async def serve():
+        async with gi.session_lifespan(None)(SimpleNamespace(state_holder=None)):
+            await asyncio.sleep(0)
+
+    asyncio.run(serve())
+    assert calls == ["lazy"]
