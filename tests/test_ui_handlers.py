@@ -802,3 +802,60 @@ def test_without_an_idle_time_sessions_are_only_made_lazy(monkeypatch):
 
     asyncio.run(serve())
     assert calls == ["lazy"]
+
+
+# ----------------------------------------------------------------------------- the Train tab's figures
+
+
+def _plot(p):
+    return json.loads(p.plot)
+
+
+def test_the_train_figures_take_the_pages_smoothing_and_mark_the_warnings_in_its_language():
+    from rloo_demo.ui import plots
+
+    records = _records(8)
+    default = [_plot(p) for p in train_tab.figures(records, 0.6, "ru")]
+    for odd in (True, None, "0.3", [0.3]):
+        assert [_plot(p) for p in train_tab.figures(records, odd, "ru")] == default, odd  # not a number: 0.6
+    smoothed = [_plot(p) for p in train_tab.figures(records, 0.3, "ru")]
+    assert smoothed[0] != default[0]
+    # the smoothed builders each get the page's smoothing
+    for index, builder in ((1, plots.kl_figure), (6, plots.kl_estimators_figure), (7, plots.judges_figure)):
+        want = json.loads(json.dumps(i18n.localize_figure(builder(records, 0.3), "ru")))
+        shapes = smoothed[index]["layout"].pop("shapes", None)
+        smoothed[index]["layout"].pop("annotations", None), want["layout"].pop("annotations", None)
+        want["layout"].pop("shapes", None)
+        assert smoothed[index]["data"] == want["data"], index
+        assert index != 1 or shapes  # the KL plot carries the warnings' marks
+    titles = [a["text"] for a in default[0]["layout"].get("annotations", [])]
+    assert any(i18n.t("ru", "alert.collapse_title") in t for t in titles)
+
+
+def test_shared_figures_are_built_once_a_step_and_three_other_smoothings_a_step_at_most(monkeypatch):
+    from rloo_demo.server.cache import LRU as Table
+    from rloo_demo.server.cache import BuildAllowance
+    from rloo_demo.server.readers import RunView
+
+    monkeypatch.setattr(train_tab, "_FIGURES", Table(96))
+    monkeypatch.setattr(train_tab, "_BUILDS", BuildAllowance(builds=3, window=10.0))
+    built = []
+    real = train_tab.figures
+    monkeypatch.setattr(train_tab, "figures", lambda records, smoothing, locale: built.append((smoothing, locale))
+                        or real(records, smoothing, locale))
+    records = _records(4)
+    view = RunView("shared", "running", None, records, 10, 1.0, None, True)
+    first = train_tab.shared_figures(view, 0.6, "ru")
+    assert train_tab.shared_figures(view, 0.6, "ru") is first and built == [(0.6, "ru")]
+    for s in (0.1, 0.2, 0.33):
+        assert train_tab.shared_figures(view, s, "ru") is not None
+    assert built[1:] == [(0.1, "ru"), (0.2, "ru"), (0.35, "ru")]  # to the slider's steps of 0.05
+    assert train_tab.shared_figures(view, 0.4, "ru") is None  # this step's builds are spent
+    assert train_tab.shared_figures(view, 0.6, "en") is not None  # the default is always built
+    assert train_tab.shared_figures(view, None, "ru") is not None and built[-1] == (None, "ru")
+    # a new record (the same step number, logged again) is a new step for the cache
+    later = RunView("shared", "running", None, records[:-1] + [records[-1] | {"logged_at": 99.0}], 10, 1.0, None, True)
+    assert train_tab.shared_figures(later, 0.6, "ru") is not first
+    # a new step has its own allowance; any number is cut to the slider's range, any language to one of the four
+    assert train_tab.shared_figures(later, 2.0, "xx") is not None and built[-1] == (0.95, "en")
+    assert train_tab.shared_figures(view, 0.95, "en") is None  # the old step's allowance is still spent
