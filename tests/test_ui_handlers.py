@@ -859,3 +859,48 @@ def test_shared_figures_are_built_once_a_step_and_three_other_smoothings_a_step_
     # a new step has its own allowance; any number is cut to the slider's range, any language to one of the four
     assert train_tab.shared_figures(later, 2.0, "xx") is not None and built[-1] == (0.95, "en")
     assert train_tab.shared_figures(view, 0.95, "en") is None  # the old step's allowance is still spent
+
+
+def _compare_result():
+    base = [{"text": "b <i>", "reward": -0.25, "scores": {"vader_compound": -0.5}}]
+    trained = [{"text": "t", "reward": 0.75, "scores": {"vader_compound": 0.5}}]
+    return {"trained_on": ["vader_compound"], "seed": 3, "base": base, "trained": trained,
+            "judges": {"base": {"distinct_2": 0.9, "repetition": 0.1},
+                       "trained": {"distinct_2": 0.8, "repetition": 0.2}}}
+
+
+def test_compare_writes_each_side_under_its_own_heading_in_the_pages_language():
+    from rloo_demo.ui.views.compare import compare_html, compare_summary
+
+    ui = SimpleNamespace(summary="summary", base="base", trained="trained", eval_report="report", eval_plot="plot")
+    result = _compare_result()
+    shown = compare_tab.samples_shown(ui, result, "ru")
+    assert shown == {
+        "summary": compare_summary(result, "ru"),
+        "base": compare_html(result["base"], i18n.t("ru", "compare.base"), "ru"),
+        "trained": compare_html(result["trained"], i18n.t("ru", "compare.trained"), "ru"),
+    }
+    assert shown["base"] != compare_html(result["base"], i18n.t("ru", "compare.base"), "en")
+    evaluation = {"base_rewards": [0.1], "trained_rewards": [0.4], "saved": True}
+    again = compare_tab.relocalized(ui, result, evaluation, "ru")
+    assert again == shown | compare_tab.evaluation_shown(ui, evaluation, "ru")
+    assert compare_tab.relocalized(ui, None, evaluation, "ru") == compare_tab.evaluation_shown(ui, evaluation, "ru")
+    assert compare_tab.relocalized(ui, result, "an error", "ru") == shown
+    assert compare_tab.relocalized(ui, None, None, "ru") == {}
+
+
+def test_the_toy_view_is_its_figure_and_table_for_the_inputs_in_the_pages_language():
+    from rloo_demo.i18n import localize_figure
+    from rloo_demo.toy import exact_table, variance_curves
+    from rloo_demo.ui import plots, toy_panel
+    from rloo_demo.ui.common import as_plot
+    from rloo_demo.ui.views.toy import toy_markdown
+
+    ui = SimpleNamespace(plot="plot", table="table")
+    out = toy_panel.toy_view(ui, 0.4, 5, 0.25, "ru")
+    figure = plots.toy_variance_figure(variance_curves(0.4, 0.25), selected_k=5)
+    assert out == {"plot": as_plot(localize_figure(figure, "ru")), "table": toy_markdown(exact_table(0.4, 5, 0.25),
+                                                                                         "ru")}
+    assert out != toy_panel.toy_view(ui, 0.4, 5, 0.25, "en")
+    assert out["plot"] != toy_panel.toy_view(ui, 0.4, 5, 0.0, "ru")["plot"]  # the offset reaches the curves
+    assert out["plot"] != toy_panel.toy_view(ui, 0.4, 3, 0.25, "ru")["plot"]  # the chosen K is marked
