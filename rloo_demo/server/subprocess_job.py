@@ -143,10 +143,10 @@ class SubprocessJob(TrainingJob):
         status = run.status() if (run.path / "status.json").is_file() else missing
         st.status = status.get("status", "failed")
         st.error = status.get("error")
-        if self.proc.returncode != 0 and st.status in ("running", "finished"):
+        if code != 0 and st.status in ("running", "finished"):
             st.status = "failed"
             tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
-            st.error = f"training subprocess exited with code {self.proc.returncode}: {' | '.join(tail)}"
+            st.error = f"training subprocess exited with code {code}: {' | '.join(tail)}"
             if run.path.is_dir():
                 run.set_status("failed", error=st.error)
         st.finished = time.time()
