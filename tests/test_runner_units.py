@@ -1,0 +1,192 @@
+"""The runner's bookkeeping on stand-in jobs: what a live run answers, whose budget a request spends, which runs
+a heartbeat keeps, and what one round of the watchdog does. No training: the job and the engine are stand-ins, so
+each test can say exactly which record, ticket, visitor or run a method touched."""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from rloo_demo.config import RunConfig
+from rloo_demo.server import runner as runner_mod
+from rloo_demo.server.limits import Limits
+from rloo_demo.server.runner import ActiveRun, Runner
+
+
+class _Channel:
+    def __init__(self, records):
+        self.records, self.asked = records, []
+
+    def snapshot(self, start):
+        self.asked.append(start)
+        return self.records[start:]
+
+    def __len__(self):
+        return len(self.records)
+
+
+def _job(name="run-a", records=(), rollouts=None, done=False):
+    rollouts = rollouts or {}
+    state = SimpleNamespace(channel=_Channel(list(records)), config=RunConfig(), rollout_steps=sorted(rollouts),
+                            rollouts=rollouts)
+    job = SimpleNamespace(run=SimpleNamespace(name=name), state=state, done=done, stopped=[])
+    job.stop = job.stopped.append
+    return job
+
+
+def test_a_live_runs_records_are_read_from_where_the_caller_asks():
+    job = _job(records=[{"step": 1}, {"step": 2}, {"step": 5}])
+    active = ActiveRun(job, "owner", 0.0)
+    assert active.records() == [{"step": 1}, {"step": 2}, {"step": 5}] and job.state.channel.asked == [0]
+    assert active.records(2) == [{"step": 5}]
+    job.state.channel.asked.clear()
+    assert active.latest_step() == 5
+    assert job.state.channel.asked == [2]  # only the last record is copied, not the whole history
+    assert ActiveRun(_job(records=[{"step": 4}]), "o", 0.0).latest_step() == 4
+    assert ActiveRun(_job(records=[]), "o", 0.0).latest_step() == 0
+    assert ActiveRun(_job(records=[{"loss": 1.0}]), "o", 0.0).latest_step() == 0
+
+
+def test_a_live_runs_rollouts_default_to_its_latest_step_kept_in_memory():
+    groups = {1: [{"g": "one"}], 2: [{"g": "two"}], 3: [{"g": "three"}]}
+    active = ActiveRun(_job(rollouts=groups), "o", 0.0)
+    assert active.rollouts(None) == [{"g": "three"}] and active.rollouts(2) == [{"g": "two"}]
+    assert active.rollouts(9) is None  # not in memory: the caller reads the folder
+    assert ActiveRun(_job(), "o", 0.0).rollouts(None) == []
+    assert active.rollout_steps() == [1, 2, 3]
+
+
+class _Budget:
+    def __init__(self):
+        self.admitted = []
+
+    def admit(self, visitor, running):
+        self.admitted.append((visitor, dict(running)))
+
+    def remaining(self, visitor, running):
+        return None
+
+    def record(self, visitor, start):
+        pass
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_mod, "check_resources", lambda config: None)
+    r = Runner(str(tmp_path / "runs"), watchdog=False)
+    r.budget = _Budget()
+    started = []
+
+    def start_locked(ticket):
+        started.append(ticket)
+        active = ActiveRun(_job(name=f"run-{len(started)}"), ticket.owner, time.time(), ticket.owner_host,
+                           visitor=ticket.visitor, started_clock=100.0 + len(started))
+        r._active[active.name] = active
+        return active
+
+    r._start_locked = start_locked
+    r.started = started
+    return r
+
+
+def test_a_request_spends_the_visitors_budget_and_names_its_starter(runner):
+    other = ActiveRun(_job(name="theirs"), "their-id", 0.0, "10.0.0.9", visitor="10.0.0.9", started_clock=50.0)
+    runner._active["theirs"] = other
+    runner.max_concurrent = 2
+    ticket = runner.request(RunConfig(), "my-id", "10.0.0.2", "digest")
+    assert runner.budget.admitted == [("10.0.0.2", {"10.0.0.9": 50.0})]  # the runs in training count too
+    assert (ticket.visitor, ticket.owner, ticket.owner_host, ticket.owner_record) == (
+        "10.0.0.2", "my-id", "10.0.0.2", "digest")
+    assert ticket.started == "run-1" and runner.started == [ticket]
+    assert runner.turn_of("10.0.0.2") == (None, ticket)
+    # without an address the client id is the visitor
+    ticket = runner.request(RunConfig(), "id-only")
+    assert ticket.visitor == "id-only" and runner.budget.admitted[-1][0] == "id-only"
+
+
+def test_a_heartbeat_keeps_only_the_runs_and_places_of_the_one_who_sent_it(runner, monkeypatch):
+    seen = []
+    monkeypatch.setattr(runner.line, "seen", lambda visitor, now: seen.append((visitor, now)))
+    mine = ActiveRun(_job(name="mine"), "my-id", 0.0, "10.0.0.2", last_seen=1.0)
+    by_host = ActiveRun(_job(name="host"), "other-id", 0.0, "10.0.0.3", last_seen=1.0)
+    theirs = ActiveRun(_job(name="theirs"), "their-id", 0.0, "10.0.0.4", last_seen=1.0)
+    runner._active.update(mine=mine, host=by_host, theirs=theirs)
+    before = time.monotonic()
+    runner.heartbeat(owner="my-id")
+    assert [v for v, _ in seen] == ["my-id"] and seen[0][1] >= before
+    assert mine.last_seen == seen[0][1] and by_host.last_seen == 1.0 and theirs.last_seen == 1.0
+    seen.clear()
+    runner.heartbeat(host="10.0.0.3")
+    assert [v for v, _ in seen] == ["10.0.0.3"] and by_host.last_seen == seen[0][1] and theirs.last_seen == 1.0
+    seen.clear()
+    runner.heartbeat()  # nobody named: nothing kept
+    assert seen == [] and theirs.last_seen == 1.0
+    runner.heartbeat(owner="x", host="y")
+    assert [v for v, _ in seen] == ["y", "x"] and theirs.last_seen == 1.0
+
+
+class _Rounds:
+    """A ``_closed`` event whose wait says "not closed" ``n`` times, recording the timeouts it was given."""
+
+    def __init__(self, n):
+        self.left, self.timeouts = n, []
+
+    def wait(self, timeout):
+        self.timeouts.append(timeout)
+        self.left -= 1
+        return self.left < 0
+
+
+def test_a_watchdog_round_stops_the_abandoned_admits_the_line_and_prunes_after_a_run_ended(runner, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "check_abandoned", lambda: calls.append("abandoned"))
+    monkeypatch.setattr(runner.line, "drop_gone", lambda seconds: calls.append(("drop_gone", seconds)))
+    monkeypatch.setattr(runner, "_admit_next", lambda: calls.append("admit"))
+    monkeypatch.setattr(runner, "prune", lambda: calls.append("prune"))
+    runner.limits = Limits(abandon_seconds=77)
+    ended = ActiveRun(_job(name="ended", done=True), "o", 0.0)
+    runner._active["ended"] = ended
+    runner._closed = _Rounds(2)
+    runner._watch()
+    one = ["abandoned", ("drop_gone", 77), "admit"]
+    assert calls == one + ["prune"] + one  # a run ended in the first round only: pruned once, after it
+    assert runner._closed.timeouts == [runner_mod.WATCHDOG_SECONDS] * 3 and "ended" not in runner._active
+
+
+def test_a_watchdog_round_without_an_ended_run_prunes_nothing(runner, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "check_abandoned", lambda: None)
+    monkeypatch.setattr(runner.line, "drop_gone", lambda seconds: None)
+    monkeypatch.setattr(runner, "_admit_next", lambda: None)
+    monkeypatch.setattr(runner, "prune", lambda: calls.append("prune"))
+    runner._active["live"] = ActiveRun(_job(name="live"), "o", 0.0)
+    runner._closed = _Rounds(3)
+    runner._watch()
+    assert calls == [] and runner._closed.timeouts == [runner_mod.WATCHDOG_SECONDS] * 4
+
+
+def test_a_failed_watchdog_round_is_logged_and_the_next_one_runs(runner, monkeypatch, caplog):
+    rounds = []
+
+    def check():
+        rounds.append(len(rounds))
+        if len(rounds) == 1:
+            raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(runner, "check_abandoned", check)
+    monkeypatch.setattr(runner, "_admit_next", lambda: None)
+    runner._closed = _Rounds(2)
+    with caplog.at_level(logging.ERROR, logger="rloo_demo.server.runner"):
+        runner._watch()
+    assert rounds == [0, 1]
+    failed = [r for r in caplog.records if r.name == "rloo_demo.server.runner"]
+    assert [r.getMessage() for r in failed] == ["watchdog round failed"] and failed[0].exc_info[0] is RuntimeError
+
+
+def test_a_closed_runner_runs_no_watchdog_round(runner, monkeypatch):
+    monkeypatch.setattr(runner, "check_abandoned", lambda: pytest.fail("a round ran after close"))
+    runner.close()
+    runner._watch()  # returns at once: the event is set
