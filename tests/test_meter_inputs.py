@@ -158,3 +158,35 @@ def test_a_score_gradient_is_the_gradient_of_that_log_probability(tiny):
     assert all(p.grad is None for p in params)  # the trainer's .grad left alone
     plain = meter.score_gradient(tiny, params, prompt, completion, 0.7)  # no mask: every prompt token attended
     assert not torch.allclose(plain, got, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- the reference the meter shapes with
+
+
+def test_the_reference_is_the_trainers_ref_model_or_the_lora_base_at_the_trainers_temperature(tiny):
+    """``_reference`` as TRL's trainer holds it: a separate reference model, or (LoRA) the policy with its adapter
+    off; None at beta = 0. The adapter's weights are moved off zero, so the policy and its base differ."""
+    import copy
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+
+    prompt, mask, completions = [0, 40, 41], [0, 1, 1], [[50, 51], [60]]
+    with torch.no_grad():
+        base = [by_hand(tiny, prompt, mask, c, 0.7).item() for c in completions]
+    assert meter._reference(SimpleNamespace(beta=0.0, temperature=0.7, ref_model=tiny), tiny) is None
+    ref = meter._reference(SimpleNamespace(beta=0.05, temperature=0.7, ref_model=tiny), None)
+    assert ref(prompt, mask, completions) == pytest.approx(base, abs=1e-4)
+
+    lora = get_peft_model(copy.deepcopy(tiny), LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"]))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5)
+        adapted = [meter.completion_logprobs(lora, prompt, [c], 0.7, mask)[0] for c in completions]
+    assert all(abs(a - b) > 1e-3 for a, b in zip(adapted, base, strict=True))  # the adapter changes the policy
+    off = meter._reference(SimpleNamespace(beta=0.05, temperature=0.7, ref_model=None), lora)
+    assert off(prompt, mask, completions) == pytest.approx(base, abs=1e-4)
+    # and the adapter is on again afterwards
+    assert meter.completion_logprobs(lora, prompt, completions, 0.7, mask) == pytest.approx(adapted, abs=1e-4)
