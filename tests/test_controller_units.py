@@ -158,3 +158,111 @@ def test_an_estimate_of_bad_settings_is_the_refusal_itself(tmp_path):
     else:
         pytest.fail("max_steps -3 was accepted")
 
+
+
+# ------------------------------------------------------------------ every read is the caller's, counted once
+
+
+class _Recorder:
+    """Stands in for the reader, the manager or the inference service: each call recorded, answered by name."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __getattr__(self, method):
+        def call(*args):
+            self.log.append((method, args))
+            return {"labels": {"b": "second"}, "comparable_runs": ["a", "b"]}.get(method, f"answer-of-{method}")
+
+        return call
+
+
+READS = [  # (controller method, its arguments before the caller, what it must ask, with which arguments)
+    ("default_run", (), "default_run", ()),
+    ("follow", ("run-a",), "follow", ("run-a", "CALLER")),
+    ("view", ("run-a",), "view", ("run-a",)),
+    ("poll_metrics", ("run-a", 17), "poll_metrics", ("run-a", 17, "CALLER")),
+    ("rollout_steps", ("run-a",), "rollout_steps", ("run-a",)),
+    ("rollouts", ("run-a", 4), "rollouts", ("run-a", 4)),
+    ("get_rollouts", ("run-a", 4), "get_rollouts", ("run-a", 4)),
+    ("list_runs", (), "list_runs", ()),
+    ("overlay_records", (["run-a", "run-b"],), "overlay_records", (["run-a", "run-b"],)),
+    ("arenas", (), "arenas", ()),
+    ("arena", ("arena-1",), "arena", ("arena-1",)),
+    ("comparable_runs", (), "comparable_runs", ()),
+    ("run_notes", ("run-a",), "run_notes", ("run-a",)),
+    ("label_run", ("run-a", "best", "a note"), "set_notes", ("run-a", "best", "a note", "CALLER")),
+    ("delete_run", ("run-a",), "delete", ("run-a", "CALLER")),
+    ("heldout_choices", ("run-a", 7), "heldout_choices", ("run-a", 7)),
+]
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    controller = _controller(tmp_path)
+    log, admitted = [], []
+    controller.reader = controller.manager = controller.inference = _Recorder(log)
+    controller.reads.admit = admitted.append
+    return controller, log, admitted
+
+
+@pytest.mark.parametrize(("method", "args", "asks", "asked"), READS, ids=[r[0] for r in READS])
+def test_every_read_counts_against_its_callers_rate_and_asks_for_what_it_was_given(recorded, method, args, asks,
+                                                                                   asked):
+    controller, log, admitted = recorded
+    caller = Caller(client_id="c", host="10.0.0.5")
+    answer = getattr(controller, method)(*args, caller=caller)
+    assert admitted == ["10.0.0.5"]
+    assert log == [(asks, tuple(caller if a == "CALLER" else a for a in asked))]
+    assert answer == f"answer-of-{asks}" or asks == "comparable_runs"
+    log.clear()
+    admitted.clear()
+    getattr(controller, method)(*args, caller=Caller(client_id="c", host="10.0.0.5", read_admitted=True))
+    assert admitted == [] and len(log) == 1  # the middleware counted it already: not twice
+
+
+def test_every_method_that_counts_a_read_is_in_the_table_above():
+    import inspect
+
+    counting = {name for name, fn in vars(Controller).items()
+                if callable(fn) and name != "_read" and "self._read(caller)" in inspect.getsource(fn)}
+    assert counting == {r[0] for r in READS} and len(counting) == 16
+
+
+def test_the_held_out_picker_offers_forty_prompts_unless_told_otherwise(recorded):
+    controller, log, _ = recorded
+    controller.heldout_choices("run-a")
+    assert log == [("heldout_choices", ("run-a", 40))]
+
+
+def test_comparable_choices_show_a_label_beside_its_runs_name_and_count_one_read(recorded):
+    controller, log, admitted = recorded
+    assert controller.comparable_choices(Caller(host="10.0.0.6")) == [("a", "a"), ("second · b", "b")]
+    assert admitted == ["10.0.0.6"] and [m for m, _ in log] == ["comparable_runs", "labels"]
+
+
+def test_sampling_calls_pass_every_argument_to_the_inference_service(recorded):
+    controller, log, admitted = recorded
+    caller, progress = Caller(host="10.0.0.7"), object()
+    controller.evaluate("run-a", 5, 9, caller, progress, 3)
+    controller.evaluate("run-b", 2, 1, caller)
+    controller.compare("run-a", "The film", 2, 8, 0.7, 0.9, 11, caller)
+    controller.probe("run-a", "The film", 3, 12, caller)
+    assert log == [
+        ("evaluate", ("run-a", 5, 9, caller, progress, 3)),
+        ("evaluate", ("run-b", 2, 1, caller, None, 1)),
+        ("compare", ("run-a", "The film", 2, 8, 0.7, 0.9, 11, caller)),
+        ("probe", ("run-a", "The film", 3, 12, caller)),
+    ]
+    assert admitted == []  # sampling has its own gate (the inference service's), not the read rate
+
+
+def test_the_pages_language_is_one_the_page_knows_and_exports_live_in_the_servers_own_folder(tmp_path):
+    controller = _controller(tmp_path)
+    assert controller.locale("ka") == "ka" and controller.locale("<script>") == "en"
+    assert controller._exports.name.startswith("rloo-exports-") and controller._exports.is_dir()
+    (controller._exports / "run-a").mkdir()
+    (controller._exports / "run-a" / "metrics.jsonl").write_text("{}\n")
+    controller.close()
+    assert not controller._exports.exists()
+    controller.close()  # twice: nothing left to remove, and no error

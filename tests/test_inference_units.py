@@ -453,3 +453,17 @@ def test_evaluate_on_a_local_server_saves_for_anyone_but_never_while_the_run_tra
     service, _, _ = _service(_Runner(runs=[done], actives=[live]))
     assert service.evaluate("done", 1, 0, Caller())["saved"] is True and len(done.evaluations) == 1
     assert service.evaluate("live", 1, 0, Caller())["saved"] is False and live.run.evaluations == []
+
+
+@pytest.mark.parametrize(("cache", "size"), [(0, 1), (1, 1), (3, 3)])
+def test_the_model_cache_holds_what_the_server_allows_and_at_least_one(cache, size):
+    service = Inference(_Runner(), Limits(model_cache=cache), _Reader({}))
+    assert service._models.size == size
+
+
+def test_the_sampling_gate_knows_whether_a_run_trains_now(tmp_path):
+    runner = _Runner()
+    service = Inference(runner, Limits(), _Reader({}))
+    assert service.sampling.training() is False
+    runner.actives["live"] = _Active(_Run(tmp_path / "live"), RunConfig())
+    assert service.sampling.training() is True

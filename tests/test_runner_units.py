@@ -5,6 +5,7 @@ each test can say exactly which record, ticket, visitor or run a method touched.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from types import SimpleNamespace
 
@@ -31,7 +32,7 @@ class _Channel:
 def _job(name="run-a", records=(), rollouts=None, done=False):
     rollouts = rollouts or {}
     state = SimpleNamespace(channel=_Channel(list(records)), config=RunConfig(), rollout_steps=sorted(rollouts),
-                            rollouts=rollouts)
+                            rollouts=rollouts, stop_event=threading.Event())
     job = SimpleNamespace(run=SimpleNamespace(name=name), state=state, done=done, stopped=[])
     job.stop = job.stopped.append
     return job
@@ -190,3 +191,150 @@ def test_a_closed_runner_runs_no_watchdog_round(runner, monkeypatch):
     monkeypatch.setattr(runner, "check_abandoned", lambda: pytest.fail("a round ran after close"))
     runner.close()
     runner._watch()  # returns at once: the event is set
+
+
+# ------------------------------------------------------------------ refusing, starting, admitting
+
+
+def _active(name, steps, max_steps, done=False, **kw):
+    job = _job(name=name, records=[{"step": i + 1} for i in range(steps)], done=done)
+    job.state.config = RunConfig(max_steps=max_steps)
+    return ActiveRun(job, kw.pop("owner", "o"), 0.0, **kw)
+
+
+def test_a_full_server_refuses_naming_each_run_and_its_progress(tmp_path):
+    runner = Runner(str(tmp_path / "runs"), watchdog=False)
+    runner._active["run-a"] = _active("run-a", 3, 10)
+    with pytest.raises(runner_mod.Busy) as e:
+        runner._refuse_if_busy()
+    assert str(e.value) == ("the server is busy training run-a (step 3/10); it trains 1 run(s) at a time. "
+                            "Watch it here, or start yours when it ends.")
+    runner.max_concurrent = 3
+    runner._active["run-b"] = _active("run-b", 0, 4)
+    runner._refuse_if_busy()  # two of three slots: room left
+    runner._active["run-c"] = _active("run-c", 1, 2)
+    with pytest.raises(runner_mod.Busy) as e:
+        runner._refuse_if_busy()
+    assert str(e.value).startswith(
+        "the server is busy training run-a (step 3/10), run-b (step 0/4), run-c (step 1/2); it trains 3 run(s)")
+    runner._active["run-c"].job.done = True  # it ended: reaped before the count, so a slot is free
+    runner._refuse_if_busy()
+    assert "run-c" not in runner._active
+
+
+class _Job:
+    made = []
+
+    def __init__(self, config, *args, budget_seconds=None):
+        self.config, self.args, self.budget_seconds, self.started_with = config, args, budget_seconds, None
+        self.status_extra, self.run, self.done = None, SimpleNamespace(name=config.run_name), False
+        _Job.made.append(self)
+
+    def start(self, resources_checked=False):
+        self.started_with = resources_checked
+
+
+class _Remaining(_Budget):
+    def __init__(self, left):
+        super().__init__()
+        self.left, self.asked = left, []
+
+    def remaining(self, visitor, running):
+        self.asked.append((visitor, dict(running)))
+        return self.left
+
+
+@pytest.mark.parametrize(("backend", "cap", "left", "budget"), [
+    ("thread", 60, 30.0, 30.0), ("thread", 60, None, 60), ("subprocess", None, 45.0, 45.0),
+    ("thread", None, None, None), ("subprocess", 20, 90.0, 20),
+])
+def test_a_started_run_gets_the_smaller_of_the_servers_cap_and_the_visitors_hour(tmp_path, monkeypatch, backend,
+                                                                                  cap, left, budget):
+    monkeypatch.setattr(runner_mod, "TrainingJob", _Job)
+    monkeypatch.setattr(runner_mod, "SubprocessJob", _Job)
+    _Job.made.clear()
+    runner = Runner(str(tmp_path / "runs"), backend=backend, num_processes=3, limits=Limits(max_run_seconds=cap),
+                    watchdog=False)
+    runner.budget = _Remaining(left)
+    runner._active["theirs"] = _active("theirs", 1, 5, visitor="10.0.0.9", started_clock=5.0)
+    ticket = runner_mod.Ticket("10.0.0.2", RunConfig(run_name="mine"), "my-id", "10.0.0.2", "digest")
+    active = runner._start_locked(ticket)
+    [job] = _Job.made
+    assert job.config is ticket.config and job.budget_seconds == budget and job.started_with is True
+    assert job.args == ((3,) if backend == "subprocess" else ())
+    assert runner.budget.asked == [("10.0.0.2", {"10.0.0.9": 5.0})]
+    assert job.status_extra == {"owner": "digest", "visitor": runner_mod.visitor_digest("10.0.0.2")}
+    assert (active.owner, active.owner_host, active.visitor) == ("my-id", "10.0.0.2", "10.0.0.2")
+    assert runner._active["mine"] is active
+    unrecorded = runner._start_locked(runner_mod.Ticket("v", RunConfig(run_name="other"), "id"))
+    assert _Job.made[-1].status_extra == {} and unrecorded.owner_host is None
+
+
+def test_start_now_puts_the_run_in_the_runs_folder_under_its_starter(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_mod, "check_resources", lambda config: None)
+    runner = Runner(str(tmp_path / "runs"), watchdog=False)
+    tickets = []
+    monkeypatch.setattr(runner, "_start_locked", lambda ticket: tickets.append(ticket) or "started")
+    config = RunConfig(output_dir="elsewhere")
+    assert runner.start(config, "my-id", "10.0.0.2", "digest") == "started"
+    assert config.output_dir == runner.runs_dir
+    [t] = tickets
+    assert (t.visitor, t.owner, t.owner_host, t.owner_record, t.config) == (
+        "10.0.0.2", "my-id", "10.0.0.2", "digest", config)
+    runner.start(RunConfig(), "id-only")
+    assert (tickets[-1].visitor, tickets[-1].owner_host, tickets[-1].owner_record) == ("id-only", None, None)
+
+
+def test_the_line_gives_a_free_slot_to_the_next_ticket_that_can_still_start(runner, monkeypatch):
+    refused = "10.0.0.3"
+
+    class Budget(_Budget):
+        def admit(self, visitor, running):
+            super().admit(visitor, running)
+            if visitor == refused:
+                raise runner_mod.Busy("your hour of compute is spent")
+
+    runner.budget = Budget()
+    monkeypatch.setattr(runner, "prune", lambda: [])
+    monkeypatch.setattr(runner, "_refuse_if_disk_full", lambda: None)
+    runner.max_concurrent = 2
+    runner._active["theirs"] = _active("theirs", 1, 5, visitor="10.0.0.9", started_clock=5.0)
+    first = runner_mod.Ticket(refused, RunConfig(), "a")
+    second = runner_mod.Ticket("10.0.0.4", RunConfig(), "b")
+    runner.line.join(first)
+    runner.line.join(second)
+    runner._admit_next()
+    assert first.error == "your hour of compute is spent" and first.started is None
+    assert second.started == "run-1" and second.error is None and runner.started == [second]
+    assert runner.budget.admitted == [(refused, {"10.0.0.9": 5.0}), ("10.0.0.4", {"10.0.0.9": 5.0})]
+    assert runner.turn_of(refused) == (None, first) and runner.turn_of("10.0.0.4") == (None, second)
+
+
+def test_stop_all_stops_every_run_for_the_reason_given(runner):
+    runner._active.update(a=_active("a", 1, 5), b=_active("b", 0, 5))
+    stopped = runner.stop_all("the server is shutting down")
+    assert [a.name for a in stopped] == ["a", "b"]
+    assert [a.job.stopped for a in stopped] == [["the server is shutting down"]] * 2
+
+
+def test_a_run_unseen_for_longer_than_the_limit_is_stopped_as_abandoned(tmp_path):
+    runner = Runner(str(tmp_path / "runs"), limits=Limits(abandon_seconds=30), watchdog=False)
+    runner._active.update(gone=_active("gone", 1, 5, last_seen=100.0), edge=_active("edge", 1, 5, last_seen=140.0),
+                          here=_active("here", 1, 5, last_seen=160.0))
+    assert runner.check_abandoned(now=170.0) == ["gone"]  # 70 s unseen; exactly 30 s is not more than 30
+    assert runner._active["gone"].job.stopped == ["its page was gone for more than 30 s (abandoned)"]
+    assert runner._active["edge"].job.stopped == [] and runner._active["here"].job.stopped == []
+    now = time.monotonic()
+    runner._active["fresh"] = _active("fresh", 1, 5, last_seen=now - 100)
+    assert "fresh" in runner.check_abandoned()  # without a time given: the clock's now
+
+
+def test_a_run_name_must_be_a_plain_folder_with_a_config(tmp_path):
+    runner = Runner(str(tmp_path / "runs"), watchdog=False)
+    (tmp_path / "runs" / "empty").mkdir()
+    with pytest.raises(runner_mod.NotFound) as e:
+        runner.run("../etc")
+    assert str(e.value) == "no such run (a run name is 1 to 100 of A-Z a-z 0-9 . _ -)"
+    with pytest.raises(runner_mod.NotFound) as e:
+        runner.run("empty")
+    assert str(e.value) == "no run named 'empty'"

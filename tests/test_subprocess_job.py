@@ -13,6 +13,7 @@ import pytest
 from rloo_demo.config import RunConfig
 from rloo_demo.server import subprocess_job
 from rloo_demo.server.subprocess_job import JsonlTail, SubprocessJob, launch_command
+from rloo_demo.store.folder import RunFolder
 
 METRICS = [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}]
 ROLLOUTS = [{"step": 1, "group": 0, "prompt": "a"}, {"step": 1, "group": 1, "prompt": "b"},
@@ -125,3 +126,89 @@ def test_a_tail_reads_each_complete_line_once_and_counts_the_corrupt(tmp_path):
     with open(path, "a") as f:
         f.write('3}\n')
     assert tail.read() == [{"c": 3}] and tail.read() == [] and tail.skipped == 1
+
+
+# ------------------------------------------------------------------ what start launches, and where
+
+
+def test_start_checks_resources_names_the_run_and_launches_it_with_its_settings(tmp_path, monkeypatch):
+    launched, checked = [], []
+    monkeypatch.setattr(subprocess_job, "check_resources", lambda config: checked.append(config))
+
+    def launch(config_path, stop_file, num_processes, budget_seconds):
+        launched.append((config_path, stop_file, num_processes, budget_seconds))
+        script = "import sys; print('to stdout'); print('to stderr', file=sys.stderr); sys.exit(0)"
+        return [sys.executable, "-c", script]
+
+    monkeypatch.setattr(subprocess_job, "launch_command", launch)
+    monkeypatch.setattr(subprocess_job, "default_run_name", lambda config: f"auto-k{config.num_generations}")
+    root = tmp_path / "nested" / "runs"  # made, parents and all
+    fresh = SubprocessJob(RunConfig(output_dir=str(root), num_generations=3, max_steps=2), budget_seconds=45.0)
+    assert fresh.num_processes == 2 and fresh.proc is None and fresh.state.budget_seconds == 45.0
+    fresh.start()
+    fresh.thread.join(60)
+    assert fresh.thread.daemon and not fresh.thread.is_alive()
+    assert checked == [fresh.state.config] and fresh.state.config.run_name == "auto-k3"
+    assert launched == [(root / ".auto-k3.config.yaml", root / ".auto-k3.stop", 2, 45.0)]
+    assert (root / ".auto-k3.log").read_text().splitlines() == ["to stdout", "to stderr"]  # both streams kept
+
+    (root / "named").mkdir()
+    second = SubprocessJob(RunConfig(output_dir=str(root), run_name="named", max_steps=2), num_processes=4)
+    second.start(resources_checked=True)
+    second.thread.join(60)
+    assert second.state.config.run_name == "named-2" and len(checked) == 1  # the next free suffix is 2
+    assert launched[-1] == (root / ".named-2.config.yaml", root / ".named-2.stop", 4, None)
+    (root / "auto-k3").mkdir(exist_ok=True)
+    third = SubprocessJob(RunConfig(output_dir=str(root), num_generations=3, max_steps=2)).start(True)
+    third.thread.join(60)
+    assert third.state.config.run_name == "auto-k3-2"
+
+
+class _Proc:
+    """A child that runs for ``polls`` polls, then has exited with ``code``."""
+
+    def __init__(self, polls, code=0):
+        self.polls, self.returncode = polls, code
+
+    def poll(self):
+        self.polls -= 1
+        return None if self.polls >= 0 else self.returncode
+
+
+def _following(tmp_path, monkeypatch, polls, code=0):
+    job = SubprocessJob(RunConfig(output_dir=str(tmp_path), run_name="f", max_steps=2))
+    folder = tmp_path / "f"
+    folder.mkdir()
+    job.state.run = RunFolder(folder)
+    job.proc = _Proc(polls, code)
+    job.stop_file, job.config_path, job.log_path = tmp_path / ".f.stop", tmp_path / ".f.config.yaml", tmp_path / "log"
+    job.log_path.write_text("last words\n")
+    return job, folder
+
+
+def _append(path, *records):
+    with open(path, "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def test_a_steps_groups_read_in_two_polls_are_kept_together(tmp_path, monkeypatch):
+    job, folder = _following(tmp_path, monkeypatch, polls=1)
+    _append(folder / "rollouts.jsonl", {"step": 1, "group": 0})
+    _append(folder / "metrics.jsonl", {"step": 1})
+    # between the two reads the child writes the step's second group and the next step
+    monkeypatch.setattr(subprocess_job.time, "sleep", lambda s: _append(
+        folder / "rollouts.jsonl", {"step": 1, "group": 1}, {"step": 2, "group": 0}))
+    (folder / "status.json").write_text(json.dumps({"status": "finished", "error": None}))
+    job._follow()
+    st = job.state
+    assert st.rollouts[1] == [{"step": 1, "group": 0}, {"step": 1, "group": 1}]
+    assert st.rollouts[2] == [{"step": 2, "group": 0}] and st.rollout_steps == [1, 2]
+    assert st.channel.snapshot(0) == [{"step": 1}] and st.channel.closed and st.status == "finished"
+
+
+def test_a_status_without_its_word_is_a_failure(tmp_path, monkeypatch):
+    job, folder = _following(tmp_path, monkeypatch, polls=0)
+    (folder / "status.json").write_text(json.dumps({"error": "cut short"}))
+    job._follow()
+    # the folder's reader turns it into a failed status that says so (RunFolder.status always names one)
+    assert (job.state.status, job.state.error) == ("failed", "status.json has no valid status")
