@@ -159,3 +159,67 @@ def test_group_of_picks_by_label_and_says_when_there_is_none():
     assert rv.group_of(groups, labels[1]) == (groups[1], labels, labels[1])
     assert rv.group_of(groups, "x") == (groups[0], labels, labels[0])
     assert rv.group_of([], labels[0]) == (None, [], None)
+
+
+# ------------------------------------------------------------------ the page's language and the table's cut
+
+
+class CountingRuns(Runs):
+    """``Runs`` that counts its step lists: each is a read the visitor's rate pays for."""
+
+    def __init__(self, steps=STEPS):
+        super().__init__(steps)
+        self.listed = 0
+
+    def rollout_steps(self, name):
+        self.listed += 1
+        return super().rollout_steps(name)
+
+
+def test_the_step_views_figures_texts_and_table_are_in_the_pages_language_and_the_table_cuts_long_texts():
+    from rloo_demo.i18n import localize_figure
+    from rloo_demo.ui import plots
+    from rloo_demo.ui.common import as_plot
+
+    runs = Runs()
+    runs.groups[6] = groups = [group(6, 0, [0.5, -0.2, -0.3]), group(6, 1, [0.1, 0.4, -0.5])]  # one K: a what-if
+    chosen = groups[1]
+    chosen["completions"][0]["text"] = "a long completion " * 10  # longer than the side table shows
+    out = rv.step_view(UI, runs, "r", 6, label_of(chosen, "ka"), locale="ka")
+    figures = (("heatmap", lambda: plots.kl_heatmap(groups)), ("group_plot", lambda: plots.group_figure(chosen)))
+    for key, figure in figures:
+        assert out[key].plot == as_plot(localize_figure(figure(), "ka")).plot  # localized in place: a fresh one each
+        assert out[key].plot != as_plot(localize_figure(figure(), "en")).plot, key
+    headers, rows = group_rows(chosen, text_chars=rv.SIDE_TEXT_CHARS, locale="ka")
+    assert out["table"].value["data"] == rows and out["table"].value["headers"] == headers
+    assert rows != group_rows(chosen, locale="ka")[1]  # the whole text would not fit the narrow table
+    assert out["whatif"] == whatif_markdown(groups, 1, "ka") != whatif_markdown(groups, 1, "en")
+
+
+def test_a_step_view_takes_the_steps_it_is_given_and_the_latest_views_list_them_once():
+    runs = CountingRuns()
+    out = rv.step_view(UI, runs, "r", 6, None, steps=[2, 6, 12])
+    assert (out["step"].minimum, out["step"].maximum) == (2, 12) and runs.listed == 0
+    g = runs.groups[9][1]
+    latest = rv.latest_view(UI, runs, "r", label_of(g, "ka"), "ka")
+    assert latest["group"].value == label_of(g, "ka") and runs.listed == 1
+    tick = rv.render_latest(UI, runs, "r", label_of(g, "ka"), True, 6, "ka")
+    assert tick["group"].value == label_of(g, "ka") and runs.listed == 2
+
+
+def test_the_first_completion_of_a_group_can_be_selected_and_its_tokens_follow_the_measure():
+    from test_token_views import AFTER, BEFORE, PIECES, REF, completion
+
+    runs = Runs()
+    g = runs.groups[6][0]
+    g["completions"][0].update(completion(PIECES, BEFORE, AFTER, REF, [3.0, 5.0, 0.2, 4.0, 1.0]))
+    selected = {"name": "r", "step": 6, "label": label_of(g, "ka"), "index": 0}
+    assert rv.completion_of(runs, "r", 6, label_of(g, "ka"), 0, "ka") == (g, 0)
+    for measure in ("k3", "entropy"):
+        spans, note = rv.token_view(runs, selected, measure, "ka")
+        assert spans == token_spans_html(g, 0, measure, "ka") != token_spans_html(g, 0, "delta", "ka")
+        assert note == token_note_markdown(g, 0, measure, "ka") != token_note_markdown(g, 0, measure, "en")
+    missing = {"name": "r", "step": 6, "label": label_of(g, "ka"), "index": 7}
+    assert rv.token_view(runs, missing, "k3", "ka") == (rv.no_token_selection("ka"), "")
+    assert rv.no_token_selection("ka") != rv.no_token_selection("en")
+    assert rv.selected_view(UI, runs, missing, "k3", "ka") == rv.unselected(UI, "ka") != rv.unselected(UI, "en")
