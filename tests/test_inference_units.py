@@ -355,11 +355,12 @@ def test_the_probe_of_a_live_run_samples_base_each_snapshot_and_the_policy_in_tr
     config = RunConfig(policy="embedded:tiny-imdb-gpt2", max_new_tokens=50, temperature=0.8, top_p=0.95, seed=4,
                        snapshot_every=5, **CHAT)
     live = _Active(_Run(tmp_path / "live", config=RunConfig(max_new_tokens=7)), config, "now-copy", step=12)
-    _record_fit(monkeypatch)
+    fits = _record_fit(monkeypatch)
     seen = _fake_probe(monkeypatch, kept=[5, 10])
     service, loads, gates = _service(_Runner(actives=[live]), limits=Limits(max_compare_tokens=32))
     out = service.probe("live", "The plot", 3, 77, Caller(host="10.0.0.3"))
     assert gates == ["10.0.0.3"] and loads == ["embedded:tiny-imdb-gpt2"]
+    assert [f[2] for f in fits] == [32]  # fitted for the live run's own tokens (50), cut to the server's 32
     assert seen["labels"] == [(0, "base policy (step 0)"), (5, "step 5"), (10, "step 10"),
                               (12, "now (step 12, training)")]
     policy = "embedded:tiny-imdb-gpt2"
@@ -447,11 +448,12 @@ def test_evaluate_is_saved_only_for_the_runs_starter_on_a_public_server(tmp_path
 
 
 def test_evaluate_on_a_local_server_saves_for_anyone_but_never_while_the_run_trains(tmp_path, monkeypatch):
-    _fake_evaluate(monkeypatch)
+    seen = _fake_evaluate(monkeypatch)
     done = _Run(tmp_path / "done", model_dir=tmp_path / "m", status={"status": "finished", "owner": "x"})
     live = _Active(_Run(tmp_path / "live"), RunConfig())
     service, _, _ = _service(_Runner(runs=[done], actives=[live]))
     assert service.evaluate("done", 1, 0, Caller())["saved"] is True and len(done.evaluations) == 1
+    assert seen[-1][5] == 1  # one sample a prompt unless asked for more
     assert service.evaluate("live", 1, 0, Caller())["saved"] is False and live.run.evaluations == []
 
 

@@ -338,3 +338,31 @@ def test_a_run_name_must_be_a_plain_folder_with_a_config(tmp_path):
     with pytest.raises(runner_mod.NotFound) as e:
         runner.run("empty")
     assert str(e.value) == "no run named 'empty'"
+
+
+def test_a_runners_defaults_and_its_refusal_of_an_unknown_backend(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = {t.name for t in threading.enumerate()}
+    runner = Runner()
+    try:
+        assert runner.runs_dir == "runs" and (tmp_path / "runs").is_dir() and runner.num_processes == 2
+        assert runner.backend == "thread" and runner.max_concurrent == 1
+        assert "rloo-watchdog" in {t.name for t in threading.enumerate()} - before  # housekeeping runs by default
+    finally:
+        runner.close()
+    assert Runner(str(tmp_path / "sub"), backend="subprocess", watchdog=False).backend == "subprocess"
+    with pytest.raises(ValueError) as e:
+        Runner(str(tmp_path / "x"), backend="process", watchdog=False)
+    assert str(e.value) == "backend must be 'thread' or 'subprocess', not 'process'"
+
+
+def test_a_start_is_refused_below_the_free_space_a_run_needs_and_not_at_it(tmp_path, monkeypatch):
+    runner = Runner(str(tmp_path / "runs"), limits=Limits(min_free_mb=1000), watchdog=False)
+    free = {"bytes": 1000 * 10**6}
+    monkeypatch.setattr(runner_mod.shutil, "disk_usage", lambda path: SimpleNamespace(free=free["bytes"]))
+    runner._refuse_if_disk_full()  # exactly what a run needs: it may start
+    free["bytes"] = 999 * 10**6
+    with pytest.raises(runner_mod.DiskFull) as e:
+        runner._refuse_if_disk_full()
+    assert str(e.value) == ("the server's disk is full (999 MB free, a run needs 1000); "
+                            "no new run can start until space is freed")

@@ -212,3 +212,33 @@ def test_a_status_without_its_word_is_a_failure(tmp_path, monkeypatch):
     job._follow()
     # the folder's reader turns it into a failed status that says so (RunFolder.status always names one)
     assert (job.state.status, job.state.error) == ("failed", "status.json has no valid status")
+
+
+def test_a_child_that_said_finished_but_exited_with_an_error_failed_and_its_log_may_hold_any_bytes(tmp_path,
+                                                                                                 monkeypatch):
+    job, folder = _following(tmp_path, monkeypatch, polls=0, code=2)
+    (folder / "status.json").write_text(json.dumps({"status": "finished", "error": None}))
+    job.log_path.write_bytes(b"one\ntwo\n\xff\xfe not utf-8\nthe end\n")
+    job._follow()
+    assert job.state.status == "failed"
+    assert job.state.error == "training subprocess exited with code 2: two | \ufffd\ufffd not utf-8 | the end"
+    assert json.loads((folder / "status.json").read_text())["error"] == job.state.error
+
+
+def test_stop_without_a_reason_is_the_starters_and_ports_are_the_systems_to_give(tmp_path):
+    job = SubprocessJob(RunConfig(output_dir=str(tmp_path), run_name="s", max_steps=2))
+    job.stop_file = tmp_path / ".s.stop"
+    job.stop()
+    assert job.state.stop_reason == "its starter asked it to stop" and job.stop_file.exists()
+    ports = {subprocess_job.free_port() for _ in range(3)}
+    assert all(1024 <= p <= 65535 for p in ports)  # an ephemeral port the system picked, not a fixed one
+
+
+def test_a_gpu_machine_takes_one_process_a_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert "--multi_gpu" in subprocess_job.accelerate_launch(2, port=29600, threads=1)
+    with pytest.raises(ValueError) as e:
+        subprocess_job.accelerate_launch(3, port=29600, threads=1)
+    assert str(e.value) == "3 processes but 2 GPU(s): one process per GPU; use at most 2"
