@@ -75,3 +75,65 @@ def test_a_session_idle_exactly_as_long_as_the_limit_is_kept_and_one_without_dat
     assert gi.drop_idle_sessions(holder, 50) == 2
     assert holder.deleted == ["older", "no-data"]  # each state's callbacks are told which session went
     assert set(holder.time_last_used) == {"edge", "fresh"} and set(holder.session_data) == {"edge", "fresh"}
+
+
+def test_main_takes_the_subprocess_backend_from_the_environment_and_names_no_proxy_as_none(tmp_path, monkeypatch,
+                                                                                           caplog):
+    import gradio as gr
+
+    seen = {}
+    for var in ("RLOO_PUBLIC", "SPACE_ID", "RLOO_TRUSTED_PROXIES", "RLOO_MAX_CONCURRENT_RUNS", "RLOO_NUM_PROCESSES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RLOO_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("RLOO_BACKEND", "subprocess")
+    monkeypatch.setenv("RLOO_TRUST_FORWARDED", "on")
+    monkeypatch.setattr(app_module, "bound_arenas", lambda: True)
+    monkeypatch.setattr(app_module, "install_sigterm", lambda runner, close: seen.update(runner=runner))
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **options: seen.update(options=options))
+    caplog.set_level(logging.INFO, logger="rloo_demo.ui.app")
+    app_module.main()
+    runner = seen["runner"]
+    assert runner.backend == "subprocess" and runner.num_processes == 2 and runner.max_concurrent == 1
+    assert not runner.limits.public and "enable_monitoring" not in seen["options"]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == ["RLOO_TRUST_FORWARDED=1 is ignored: name the proxies whose X-Forwarded-For to believe in "
+                      "RLOO_TRUSTED_PROXIES (now: none)"]
+
+
+def test_the_queue_holds_four_events_at_once_unbounded_and_is_closed_to_direct_calls_in_public(monkeypatch):
+    import gradio as gr
+
+    from rloo_demo.server.limits import LOCAL, PUBLIC
+
+    for limits, api_open in ((LOCAL, True), (PUBLIC, False)):
+        with gr.Blocks() as demo:
+            gr.Button().click(lambda: None)
+        app_module.prepare(demo, limits)
+        queue = demo._queue
+        assert queue.default_concurrency_limit == 4 and queue.max_size is None and demo.api_open is api_open
+        for name, value in gi.QUEUE_SETTINGS.items():  # quieted
+            assert getattr(queue, name) == value, name
+    assert len(gi.QUEUE_SETTINGS) >= 1
+
+
+def test_only_the_queues_own_attributes_are_quieted():
+    name, value = next(iter(gi.QUEUE_SETTINGS.items()))
+    demo = SimpleNamespace(_queue=SimpleNamespace(**{name: "loud"}))
+    assert gi.quiet_queue(demo) == [name] and getattr(demo._queue, name) == value
+    assert vars(demo._queue) == {name: value}  # nothing it lacks is added
+    assert gi.quiet_queue(SimpleNamespace()) == []
+
+
+def test_the_admission_middleware_is_given_gradios_readers_and_the_sessions_idle_time(monkeypatch):
+    from rloo_demo.server.admission import Admission
+    from rloo_demo.server.limits import LOCAL
+    from rloo_demo.ui import api
+
+    monkeypatch.setattr(app_module, "session_lifespan", lambda seconds: ("lifespan", seconds))
+    limits = LOCAL.__class__(**{**vars(LOCAL), "session_seconds": 1234.0})
+    options = app_module.launch_options(limits)
+    (admission,) = options["app_kwargs"]["middleware"]
+    assert admission.cls is Admission
+    assert admission.kwargs["kind_of"] is gi.event_kind and admission.kwargs["queued"] is gi.queued_events
+    assert admission.kwargs["read_kinds"] == api.READ_KINDS and admission.kwargs["limits"] is limits
+    assert options["app_kwargs"]["lifespan"] == ("lifespan", 1234.0)

@@ -90,3 +90,20 @@ def test_whole_numbers_from_number_boxes_are_ints_and_other_values_pass_for_the_
     config = config_from_form(defaults() | {"max_steps": 3.0})
     assert config.output_dir == "runs" == RunConfig().output_dir and config.max_steps == 3
     assert config_from_form(defaults(), "elsewhere").output_dir == "elsewhere"
+
+
+def test_the_probe_is_about_the_run_shown_else_the_watched_one():
+    from rloo_demo.ui.probe_panel import shown_run
+
+    assert shown_run("shown", "watched") == "shown"
+    assert [shown_run(x, "watched") for x in ("", None, 5, ["a"])] == ["watched"] * 4
+
+
+def test_the_runs_table_words_its_rows_in_the_pages_language():
+    from rloo_demo.ui.runs_tab import run_table
+    from rloo_demo.ui.views.runs import run_headers, run_rows
+
+    summaries = [{"name": "r1", "status": "finished", "steps": 10, "label": "", "note": "", "has_model": True}]
+    table = run_table(summaries, "ka")
+    assert table.value["data"] == run_rows(summaries, "ka") and table.value["headers"] == run_headers("ka")
+    assert run_rows(summaries, "ka") != run_rows(summaries, "en")

@@ -67,3 +67,8 @@ def test_an_error_reads_with_the_pages_heading_on_one_line_or_above_a_block(loca
     assert error_markdown("x") == f"{i18n.t('en', 'common.error')} x"
     if locale != "en":
         assert head != i18n.t("en", "common.error")
+
+
+def test_no_request_is_no_address_and_no_counted_read_and_a_client_id_must_be_a_text():
+    assert caller_of(None, "c") == Caller("c", None, False)
+    assert caller_of(None, 42) == Caller("", None, False) and caller_of(None, None) == Caller("", None, False)
