@@ -342,12 +342,12 @@ def test_a_run_name_must_be_a_plain_folder_with_a_config(tmp_path):
 
 def test_a_runners_defaults_and_its_refusal_of_an_unknown_backend(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    before = {t.name for t in threading.enumerate()}
     runner = Runner()
     try:
         assert runner.runs_dir == "runs" and (tmp_path / "runs").is_dir() and runner.num_processes == 2
         assert runner.backend == "thread" and runner.max_concurrent == 1
-        assert "rloo-watchdog" in {t.name for t in threading.enumerate()} - before  # housekeeping runs by default
+        mine = [t for t in threading.enumerate() if getattr(t, "_target", None) == runner._watch]
+        assert [t.name for t in mine] == ["rloo-watchdog"] and mine[0].daemon  # housekeeping runs by default
     finally:
         runner.close()
     assert Runner(str(tmp_path / "sub"), backend="subprocess", watchdog=False).backend == "subprocess"
