@@ -223,9 +223,8 @@ def test_every_read_counts_against_its_callers_rate_and_asks_for_what_it_was_giv
 
 def test_every_method_that_counts_a_read_is_in_the_table_above():
     import inspect
-    import os
 
-    if os.environ.get("MUTANT_UNDER_TEST"):
+    if any("mutmut" in name for name in vars(Controller)):
         pytest.skip("under mutmut the methods' source is its trampolines")
 
     counting = {name for name, fn in vars(Controller).items()
