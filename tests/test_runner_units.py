@@ -366,3 +366,44 @@ def test_a_start_is_refused_below_the_free_space_a_run_needs_and_not_at_it(tmp_p
         runner._refuse_if_disk_full()
     assert str(e.value) == ("the server's disk is full (999 MB free, a run needs 1000); "
                             "no new run can start until space is freed")
+
+
+def test_an_ended_run_is_reaped_and_its_time_counted_against_its_visitors_hour(tmp_path):
+    class Recording(_Budget):
+        def __init__(self):
+            super().__init__()
+            self.recorded = []
+
+        def record(self, visitor, start):
+            self.recorded.append((visitor, start))
+
+    runner = Runner(str(tmp_path / "runs"), watchdog=False)
+    runner.budget = Recording()
+    runner._active.update(done=_active("done", 3, 3, done=True, visitor="10.0.0.2", started_clock=5.0),
+                          anon=_active("anon", 3, 3, done=True, started_clock=6.0),
+                          live=_active("live", 1, 3, visitor="10.0.0.3", started_clock=7.0))
+    assert [a.name for a in runner.active()] == ["live"]
+    assert runner.budget.recorded == [("10.0.0.2", 5.0)]  # a run nobody's budget paid for is not counted
+
+
+def test_a_started_run_is_stamped_with_the_wall_clock(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_mod, "TrainingJob", _Job)
+    runner = Runner(str(tmp_path / "runs"), watchdog=False)
+    before = time.time()
+    active = runner._start_locked(runner_mod.Ticket("v", RunConfig(run_name="stamped"), "id"))
+    assert before <= active.started <= time.time()
+
+
+def test_pruning_never_touches_a_run_in_training_and_clears_space_only_when_the_disk_is_low(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner_mod, "prune", lambda root, limits, protect, free_mb=None: calls.append(
+        (root, set(protect), free_mb)) or [])
+    runner = Runner(str(tmp_path / "runs"), limits=Limits(min_free_mb=1000), watchdog=False)
+    runner._active["live"] = _active("live", 1, 3)
+    free = {"bytes": 1000 * 10**6}
+    monkeypatch.setattr(runner_mod.shutil, "disk_usage", lambda path: SimpleNamespace(free=free["bytes"]))
+    calls.clear()
+    runner.prune()
+    free["bytes"] = 999 * 10**6
+    runner.prune()
+    assert calls == [(runner.runs_dir, {"live"}, None), (runner.runs_dir, {"live"}, 1000)]
