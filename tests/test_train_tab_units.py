@@ -99,3 +99,29 @@ def test_the_status_line_gives_the_phase_and_a_stopped_runs_reason_in_the_pages_
     stopped = train_tab.render(_tab(_Ticks()), _view("s", records(3), "stopped", reason), 0.6, 3, locale)
     assert stopped["status"] == status_line("stopped", records(3), 30, 12.0, "s", reason, locale)
     assert stopped["status"] != status_line("stopped", records(3), 30, 12.0, "s", None, locale)
+
+
+def test_a_run_that_said_finished_before_it_left_the_runner_gets_its_summary_once_it_has(monkeypatch):
+    """A run's status is "finished" a moment before its thread ends: a tick then sees it finished and still live,
+    and the controller has no summary for a live run yet. The next tick, the run ended, with the same records and
+    status, must build the texts again and show the summary (the browser test that waited for it failed once)."""
+    from rloo_demo.store.summary import summarize
+    from rloo_demo.ui.views.train import summary_markdown
+
+    monkeypatch.setattr(train_tab, "_TEXTS", LRU(256))
+    recs = records(6)
+    summary = summarize(recs)
+
+    class Ending(_Ticks):
+        def run_summary(self, name, locale):
+            self.calls.append(("run_summary", name, locale))
+            return None if self.live else (summary, [])
+
+    ticks = Ending()
+    ticks.live = True
+    finishing = RunView("ending", "finished", None, recs, 6, 3.0, None, True)
+    assert train_tab._alerts_and_summary(_tab(ticks), finishing, "ka")[1] == ""
+    ticks.live = False
+    ended = RunView("ending", "finished", None, recs, 6, 3.0, None, False)
+    assert train_tab._alerts_and_summary(_tab(ticks), ended, "ka")[1] == summary_markdown(summary, [], "ka") != ""
+    assert len(ticks.calls) == 2

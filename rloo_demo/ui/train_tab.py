@@ -305,14 +305,16 @@ def shared_figures(view: RunView, smoothing, locale: str = "en") -> list | None:
     return built
 
 
-_TEXTS = LRU(256)  # (run, records, last record, status, language) -> (alerts html, summary markdown, first step)
+_TEXTS = LRU(256)  # (run, records, last record, status, live, language) -> (alerts html, summary markdown, first step)
 
 
 def _alerts_and_summary(ui: SimpleNamespace, view: RunView, locale: str) -> tuple[str, str, int | None]:
     """The callout, the end-of-run summary and the step of the first warning (None: none) of a run, built once per
     new step or status (like the figures)."""
     last = view.records[-1] if view.records else {}
-    key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), view.status, locale)
+    # ``live`` too: a run says "finished" a moment before its thread ends and it leaves the runner; the summary is
+    # read only once it has (``Controller.run_summary``), so the ended run's texts are built again then
+    key = (view.name, len(view.records), last.get("step"), last.get("logged_at"), view.status, view.live, locale)
     with _FIGURES_LOCK:
         built = _TEXTS.get_fresh(key)
     if built is None:
