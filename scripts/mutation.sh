@@ -6,6 +6,9 @@
 #   bash scripts/mutation.sh all             every chunk (several hours on 2 cores)
 # Each chunk runs in its own copy of the tree, build/mutation/<chunk>/, whose pyproject.toml has the chunk's modules
 # and tests in [tool.mutmut]; its table is printed and kept in build/mutation/<chunk>/scores.txt.
+# MUTATION_RECHECK=1 keeps a chunk's last run and runs again only its survivors (and its mutants with no tests)
+# against today's tests: minutes instead of the whole chunk after tests were written against a survivor list. The
+# package must be as it was when that run started (its mutants are of that code); the tests and docs are copied anew.
 # MUTATION_MINUTES overrides a chunk's time cap (mutants not reached are reported as not checked),
 # MUTATION_JOBS sets the mutants tested at once (default: the number of cores), MUTATION_KEEP=1 reuses a chunk's
 # results (mutants it has checked are not run again). Survivors: cd build/mutation/<chunk> && mutmut results, and
@@ -49,7 +52,25 @@ export RLOO_DEMO_ASSETS="$root/assets" # mutants/ holds the code and tests only,
 
 for name in "${names[@]}"; do
   work=build/mutation/$name
-  if [ "${MUTATION_KEEP:-0}" != 1 ]; then
+  recheck=()
+  if [ "${MUTATION_RECHECK:-0}" = 1 ]; then
+    [ -d "$work/mutants" ] || { echo "error: chunk $name has no earlier run in $work to recheck" >&2; exit 2; }
+    diff -rq -x __pycache__ rloo_demo "$work/rloo_demo" >/dev/null || {
+      echo "error: rloo_demo/ changed since chunk $name ran: its mutants are of the old code; run it afresh" >&2
+      exit 2
+    }
+    # The survivors and the mutants no test reached, from mutmut's result files (mutants/<module>.py.meta).
+    read -r -a recheck <<<"$(cd "$work" && "$PY" -c '
+import json
+from pathlib import Path
+from mutmut.stats import status_by_exit_code
+names = [name for meta in Path("mutants").glob("rloo_demo/**/*.py.meta")
+         for name, code in json.loads(meta.read_text())["exit_code_by_key"].items()
+         if status_by_exit_code[code] in ("survived", "no tests")]
+print(" ".join(names))')"
+    echo "== chunk $name: rechecking ${#recheck[@]} survivors against today's tests" >&2
+    [ ${#recheck[@]} -gt 0 ] || continue
+  elif [ "${MUTATION_KEEP:-0}" != 1 ]; then
     # A fresh start by default: mutmut links each mutant to the tests that ran its code when it first collects its
     # stats, and later only adds new tests, so after an edited test a kept mutants/ can leave a mutant unlinked.
     rm -rf "$work"
@@ -58,7 +79,15 @@ for name in "${names[@]}"; do
   tree=$(git describe --always --dirty) # the tree copied below, named as it was when the chunk started
   # What the tests read besides the package: the embedded models, the launch configs, the docs, the examples
   extra=(assets configs docs examples scripts app.py requirements.txt requirements-dev.txt)
-  for path in rloo_demo tests "${extra[@]}"; do rm -rf "${work:?}/$path"; cp -r "$path" "$work/"; done
+  for path in rloo_demo tests "${extra[@]}"; do
+    [ ${#recheck[@]} -gt 0 ] && [ "$path" = rloo_demo ] && continue # the mutated copy stays as it is
+    rm -rf "${work:?}/$path"
+    cp -r "$path" "$work/"
+    if [ ${#recheck[@]} -gt 0 ] && [ -e "$work/mutants/$path" ]; then # mutmut copies these only when absent
+      rm -rf "${work:?}/mutants/$path"
+      cp -r "$path" "$work/mutants/"
+    fi
+  done
   find "$work" -name __pycache__ -prune -exec rm -rf {} +
   # The chunk's own [tool.mutmut]: this pyproject.toml's settings, with the chunk's modules and tests.
   "$PY" - "$chunks_file" "$name" pyproject.toml "${extra[@]}" >"$work/pyproject.toml" <<'EOF'
@@ -87,18 +116,19 @@ EOF
   start=$(date +%s)
   status=0
   (cd "$work" && timeout --signal=INT --kill-after=120 "$((minutes * 60))" \
-    nice -n 10 "$MUTMUT" run --max-children "$jobs") || status=$?
+    nice -n 10 "$MUTMUT" run --max-children "$jobs" "${recheck[@]}") || status=$?
   [ "$status" = 0 ] || echo "mutmut ended with exit status $status (124: stopped at the time cap)" >&2
   wall=$((($(date +%s) - start) / 60))
 
   # Per-module table from mutmut's result files (mutants/<module>.py.meta).
-  (cd "$work" && "$PY" - "$name" "$wall" "$tree" <<'EOF'
+  (cd "$work" && "$PY" - "$name" "$wall" "$tree" "${#recheck[@]}" <<'EOF'
 import json, sys
 from pathlib import Path
 
 from mutmut.stats import status_by_exit_code
 
-name, wall, commit = sys.argv[1:]
+name, wall, commit, recheck = sys.argv[1:5]
+recheck = int(recheck)
 rows, totals = [], {}
 for meta in sorted(Path("mutants").glob("rloo_demo/**/*.py.meta")):
     module = str(meta.relative_to("mutants/rloo_demo"))[: -len(".py.meta")]
@@ -122,7 +152,7 @@ def line(module, count):
     return f"{module:<28} {sum(count.values()):>6} " + " ".join(f"{c:>8}" for c in cells) + f"  {score}"
 
 
-out = [f"chunk {name} at {commit}: {wall} min",
+out = [f"chunk {name} at {commit}: {wall} min" + (" (its survivors rechecked)" if recheck else ""),
        f"{'module':<28} {'total':>6} {'killed':>8} {'timeout':>8} {'survived':>8} {'no tests':>8} {'suspic.':>8} "
        f"{'unchecked':>8}  score"]
 out += [line(module, count) for module, count in rows]

@@ -234,3 +234,302 @@ def test_the_cli_bar_counts_steps_and_shows_the_latest_reward_and_kl_on_the_main
     assert other.bar is None and len(_Bar.made) == 1  # another rank draws no bar
     other.on_log(None, state, None, logs={"reward": 1.0})
     other.on_train_end(None, state, None)
+
+
+# ------------------------------------------------------------------ train(): the order of its records
+
+
+class _Run:
+    """A run folder that records what train() writes into it."""
+
+    def __init__(self, path):
+        self.path = path
+        (path / "trainer").mkdir(parents=True)
+        self.calls = []
+
+    def set_status(self, status, **extra):
+        self.calls.append((status, extra))
+
+    def save_model(self, model, tokenizer, state_dict=None):
+        self.calls.append(("save_model", {"model": model, "tokenizer": tokenizer, "state_dict": state_dict}))
+
+
+class _Trainer:
+    """What train() reads of a trainer: its accelerator (the model wrapped and unwrapped), its step, its output."""
+
+    def __init__(self, state, steps, stop_at=None, engine="NO", output_dir=None):
+        self.run_state, self.steps, self.stop_at = state, steps, stop_at
+        self.model, self.model_wrapped, self.inner = object(), object(), object()
+        self.processing_class = "the tokenizer"
+        self.accelerator = SimpleNamespace(
+            unwrap_model=lambda model: self.inner if model is self.model else None,
+            distributed_type=SimpleNamespace(value=engine),
+            get_state_dict=lambda model: {"gathered from": model},
+        )
+        self.state = SimpleNamespace(global_step=0)
+        self.args = SimpleNamespace(output_dir=output_dir)
+        self.seen_status = None
+
+    def train(self):
+        self.seen_status = self.run_state.status
+        for step in range(1, self.steps + 1):
+            self.state.global_step = step
+            if step == self.stop_at:
+                self.run_state.request_stop("the budget ran out")
+                return
+
+
+def _fake_engine(monkeypatch, make_trainer, is_main=True):
+    """train()'s collaborators replaced by recorders: every call lands in ``calls`` in order."""
+    calls = []
+    monkeypatch.setattr(training, "check_resources", lambda config: calls.append(("check", config)))
+    monkeypatch.setattr(
+        training.distributed, "init_distributed", lambda: SimpleNamespace(is_main_process=is_main, num_processes=1))
+    monkeypatch.setattr(training.RunFolder, "create", lambda config: calls.append(("create", config)) or "created")
+    monkeypatch.setattr(training, "process_identity", lambda: {"pid": 4242})
+    monkeypatch.setattr(training, "models_held", lambda trainer: {"held by": trainer})
+
+    def build(config, state, **kwargs):
+        calls.append(("build", kwargs))
+        return make_trainer(state)
+
+    def launch_record(acc, model):
+        calls.append(("launch", model))
+        return {"launch of": model}
+
+    monkeypatch.setattr(training, "build_trainer", build)
+    monkeypatch.setattr(training.distributed, "launch_record", launch_record)
+    monkeypatch.setattr(training.distributed, "write_launch_block", lambda path, launch: calls.append(
+        ("launch block", path, launch)))
+    monkeypatch.setattr(training.distributed, "record_final_params", lambda launch, model, step: calls.append(
+        ("final params", model, step)))
+    return calls
+
+
+def test_train_records_running_then_its_models_then_the_end_with_the_step_it_reached(tmp_path, monkeypatch):
+    config = RunConfig(output_dir=str(tmp_path), max_steps=5)
+    state = RunState(config, run=_Run(tmp_path / "run"))
+    made, elsewhere = [], tmp_path / "trl-output"
+    elsewhere.mkdir()
+    calls = _fake_engine(monkeypatch, lambda s: made.append(_Trainer(s, 5, output_dir=str(elsewhere))) or made[-1])
+    before = time.time()
+    assert training.train(config, state, progress=True, stop_file="/somewhere/STOP", trainer_cls=ReinforceTrainer) \
+        is state
+    [trainer] = made
+    assert trainer.seen_status == "running" and state.status == "finished" and state.error is None
+    assert before <= state.started <= state.finished <= time.time()
+    assert calls == [
+        ("check", config),
+        ("build", {"progress": True, "stop_file": "/somewhere/STOP", "trainer_cls": ReinforceTrainer}),
+        ("launch", trainer.inner),  # the unwrapped model: its parameters, not the wrapper's
+        ("launch block", state.run.path / "config.yaml", {"launch of": trainer.inner}),
+        ("final params", trainer.inner, 5),
+    ]  # a folder given with the state is the run's: no other is created
+    launch = {"launch of": trainer.inner}
+    [first, second, saved, last] = state.run.calls
+    assert first == ("running", {"started": state.started, "pid": 4242})
+    assert second == ("running", {"launch": launch, "models": {"held by": trainer}})
+    assert saved == ("save_model", {"model": trainer.inner, "tokenizer": "the tokenizer", "state_dict": None})
+    assert last[0] == "finished" and last[1].pop("finished") >= state.started
+    assert last[1] == {"step": 5, "reason": None, "launch": launch}
+    assert not (state.run.path / "trainer").exists()  # TRL's output_dir held nothing: removed
+    assert elsewhere.is_dir()  # the main process's output_dir is the run's: only another rank's scratch is removed
+
+
+class _Crash(_Trainer):
+    def __init__(self, state, exc):
+        super().__init__(state, 0)
+        self.exc = exc
+
+    def train(self):
+        self.run_state.weights.on_pre_optimizer_step(None, None, None)  # raised inside the optimiser step
+        raise self.exc
+
+
+def test_a_crash_in_training_is_recorded_releases_the_weights_and_closes_the_channel(tmp_path, monkeypatch):
+    config = RunConfig(output_dir=str(tmp_path), max_steps=2)
+    state = RunState(config, run=_Run(tmp_path / "crash"))
+    _fake_engine(monkeypatch, lambda s: _Crash(s, ValueError("the reward function raised")))
+    assert training.train(config, state) is state  # recorded, not raised
+    assert (state.status, state.error) == ("failed", "ValueError: the reward function raised")
+    assert state.run.calls[-1][0] == "failed" and state.run.calls[-1][1]["error"] == state.error
+    assert state.weights.lock.acquire(blocking=False)  # released: a reader copying the policy never waits for ever
+    assert state.channel.closed and state.finished >= state.started
+    # A BaseException (SystemExit, KeyboardInterrupt) ends the thread: it propagates, and the run still reads failed.
+    state = RunState(config, run=_Run(tmp_path / "exit"))
+    _fake_engine(monkeypatch, lambda s: _Crash(s, SystemExit(3)))
+    with pytest.raises(SystemExit):
+        training.train(config, state)
+    assert (state.status, state.error) == ("failed", "training ended without a status")
+    assert state.weights.lock.acquire(blocking=False) and state.channel.closed and state.finished >= state.started
+
+
+def test_a_run_that_stops_early_says_stopped_with_its_reason_and_one_stopped_at_its_last_step_finished(
+        tmp_path, monkeypatch):
+    config = RunConfig(output_dir=str(tmp_path), max_steps=5)
+    for stop_at, status, reason in ((3, "stopped", "the budget ran out"), (5, "finished", None)):
+        state = RunState(config, run=_Run(tmp_path / f"run-{stop_at}"))
+        (state.run.path / "trainer" / "trackio.log").write_text("a tracker's log")
+        _fake_engine(monkeypatch, lambda s, stop_at=stop_at: _Trainer(s, steps=5, stop_at=stop_at))
+        training.train(config, state)
+        assert state.status == status and state.stop_reason == "the budget ran out"
+        last = state.run.calls[-1]
+        assert (last[0], last[1]["step"], last[1]["reason"]) == (status, stop_at, reason)
+        assert (state.run.path / "trainer" / "trackio.log").is_file()  # a folder with a tracker's files stays
+    # a trainer that ends short of max_steps with no stop asked for (TRL's own early end): finished, not stopped
+    state = RunState(config, run=_Run(tmp_path / "run-short"))
+    _fake_engine(monkeypatch, lambda s: _Trainer(s, steps=2))
+    training.train(config, state)
+    assert state.status == "finished" and state.run.calls[-1][1]["step"] == 2
+
+
+def test_a_sharded_engine_saves_the_weights_every_rank_gathered(tmp_path, monkeypatch):
+    config = RunConfig(output_dir=str(tmp_path), max_steps=2)
+    for engine, gathered in (("FSDP", True), ("DEEPSPEED", True), ("MULTI_GPU", False)):
+        state = RunState(config, run=_Run(tmp_path / engine))
+        made = []
+        _fake_engine(monkeypatch, lambda s, engine=engine: made.append(_Trainer(s, 2, engine=engine)) or made[-1])
+        training.train(config, state)
+        [saved] = [extra for status, extra in state.run.calls if status == "save_model"]
+        assert saved["state_dict"] == ({"gathered from": made[-1].model_wrapped} if gathered else None), engine
+
+
+def test_train_makes_the_folder_on_the_main_process_only_and_other_ranks_remove_their_scratch(tmp_path, monkeypatch):
+    config = RunConfig(output_dir=str(tmp_path), max_steps=2)
+    scratch = tmp_path / "rank-1"
+    scratch.mkdir()
+    calls = _fake_engine(monkeypatch, lambda s: _Trainer(s, 2, output_dir=str(scratch)), is_main=False)
+    state = training.train(config, progress=False)  # no state given: train() makes its own for this config
+    assert state.config is config and state.run is None and state.status == "finished"
+    assert [c[0] for c in calls] == ["check", "build", "launch", "final params"]  # no folder, no launch block
+    assert calls[1] == ("build", {"progress": False, "stop_file": None, "trainer_cls": None})
+    assert not scratch.exists()
+    calls = _fake_engine(monkeypatch, lambda s: _Trainer(s, 2), is_main=True)
+    made = _Run(tmp_path / "made")
+    monkeypatch.setattr(training.RunFolder, "create", lambda c: calls.append(("create", c)) or made)
+    state = training.train(config)
+    assert [c[0] for c in calls[:3]] == ["check", "create", "build"] and state.run is made  # before anything runs
+    assert made.calls[-1][0] == "finished"
+
+
+def test_check_resources_reads_one_prompt_with_the_resolved_policy_folder(monkeypatch):
+    calls = []
+    config = RunConfig(rewards=["vader_compound", "length"], reward_weights=[1.0, 0.5])
+    monkeypatch.setattr(training, "check_policy_fits", lambda c: calls.append(("fits", c)))
+    monkeypatch.setattr(training, "resolve_model", lambda name: calls.append(("resolve", name)) or "/the/policy")
+    monkeypatch.setattr(training, "check_lora_targets", lambda c, folder: calls.append(("lora", c, folder)))
+    monkeypatch.setattr(training, "build_reward", lambda name: calls.append(("reward", name)))
+    monkeypatch.setattr(training, "check_template", lambda c, folder: calls.append(("template", c, folder)))
+    monkeypatch.setattr(training, "run_prompts", lambda *args: calls.append(("prompts", *args)))
+    training.check_resources(config)
+    assert calls == [
+        ("fits", config),  # first: from the file headers, before anything is read whole
+        ("resolve", config.policy),
+        ("lora", config, "/the/policy"),
+        ("reward", "vader_compound"),
+        ("reward", "length"),
+        ("template", config, "/the/policy"),
+        ("prompts", config, "train", 1, "/the/policy"),  # one prompt is enough to prove the data reads
+    ]
+
+
+def test_the_first_stop_reason_is_the_one_kept_and_a_jobs_own_stop_names_its_starter():
+    state = RunState(RunConfig())
+    state.request_stop("the page was abandoned")
+    state.request_stop("the budget ran out")
+    assert state.stop_event.is_set() and state.stop_reason == "the page was abandoned"
+    job = TrainingJob(RunConfig())
+    assert job.thread is None and not job.done and job.join(0) is False  # not started: not done, nothing to wait
+    job.stop()
+    assert job.state.stop_reason == "its starter asked it to stop" and job.state.stop_event.is_set()
+    other = TrainingJob(RunConfig())
+    other.stop("a visitor's quota")
+    assert other.state.stop_reason == "a visitor's quota"
+
+
+def test_join_waits_no_longer_than_its_timeout():
+    job, release = TrainingJob(RunConfig()), threading.Event()
+    job.thread = threading.Thread(target=release.wait, args=(30,), daemon=True)
+    job.thread.start()
+    try:
+        assert job.join(0.05) is False and not job.done  # still running after the timeout: join returned anyway
+    finally:
+        release.set()
+    assert job.join(30) is True and job.done
+
+
+def test_a_fields_default_is_its_value_or_its_factorys_or_missing():
+    from rloo_demo.engine.trainers import _default
+
+    @dataclasses.dataclass
+    class Toy:
+        needed: int
+        plain: float = 0.25
+        made: list = dataclasses.field(default_factory=lambda: [1, 2])
+
+    needed, plain, made = dataclasses.fields(Toy)
+    assert _default(needed) is dataclasses.MISSING and _default(plain) == 0.25 and _default(made) == [1, 2]
+
+
+# ------------------------------------------------------------------ the models a trainer holds
+
+
+class _Policy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(3, 4)  # 16 parameters
+        self.head = torch.nn.Linear(4, 2)  # 10, frozen below
+        self.head.requires_grad_(False)
+
+
+def _holder(policy, beta, ref_model, rewards):
+    wrapper = object()
+    return SimpleNamespace(
+        model=wrapper, beta=beta, ref_model=ref_model, reward_funcs=rewards,
+        accelerator=SimpleNamespace(unwrap_model=lambda m: policy if m is wrapper else None),
+    )
+
+
+def test_models_held_counts_the_policy_its_reference_and_each_kind_of_reward(monkeypatch):
+    from rloo_demo.engine import trainers
+
+    def vader_compound(completions, **kw): ...
+
+    def length_reward(completions, **kw): ...
+
+    def classifier(completions, **kw): ...
+
+    classifier.model_folder = "/models/sentiment"
+    read = []
+    monkeypatch.setattr(trainers, "sentiment_pipeline", lambda folder: read.append(folder) or SimpleNamespace(
+        model=torch.nn.Linear(5, 1)))  # 6 parameters
+    scorer = torch.nn.Linear(2, 2)  # a reward that is a model itself: 6 parameters
+    policy = _Policy()
+    held = trainers.models_held(
+        _holder(policy, 0.05, torch.nn.Linear(7, 1), [vader_compound, length_reward, classifier, scorer]))
+    assert held == {
+        "policy": 26, "trainable": 16,
+        "reference": {"kind": "separate copy", "parameters": 8},
+        "rewards": [
+            {"name": "vader_compound", "kind": "lexicon", "parameters": 0},
+            {"name": "length_reward", "kind": "rule", "parameters": 0},
+            {"name": "classifier", "kind": "classifier", "parameters": 6},
+            {"name": "Linear", "kind": "model", "parameters": 6},
+        ],
+    }
+    assert read == ["/models/sentiment"]
+    # beta = 0: TRL loads no reference at all, even where a copy was made
+    assert trainers.models_held(_holder(policy, 0.0, torch.nn.Linear(7, 1), []))["reference"] is None
+    assert trainers.models_held(_holder(policy, 0.05, None, []))["reference"] is None  # no copy, no adapter
+
+
+def test_a_lora_policys_reference_is_its_base_with_the_adapter_off():
+    from peft import LoraConfig, get_peft_model
+
+    from rloo_demo.engine.trainers import models_held
+
+    policy = get_peft_model(_Policy(), LoraConfig(r=2, target_modules=["body"]))
+    held = models_held(_holder(policy, 0.1, None, []))
+    assert held["reference"] == {"kind": "the policy's base, adapter off (no copy)", "parameters": 0}
+    lora = 2 * 3 + 4 * 2  # A: r x in, B: out x r
+    assert (held["policy"], held["trainable"]) == (26 + lora, lora)
