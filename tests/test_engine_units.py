@@ -388,7 +388,7 @@ def test_a_sharded_engine_saves_the_weights_every_rank_gathered(tmp_path, monkey
     for engine, gathered in (("FSDP", True), ("DEEPSPEED", True), ("MULTI_GPU", False)):
         state = RunState(config, run=_Run(tmp_path / engine))
         made = []
-        _fake_engine(monkeypatch, lambda s, engine=engine: made.append(_Trainer(s, 2, engine=engine)) or made[-1])
+        _fake_engine(monkeypatch, lambda s, e=engine, m=made: m.append(_Trainer(s, 2, engine=e)) or m[-1])
         training.train(config, state)
         [saved] = [extra for status, extra in state.run.calls if status == "save_model"]
         assert saved["state_dict"] == ({"gathered from": made[-1].model_wrapped} if gathered else None), engine
