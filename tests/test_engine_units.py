@@ -139,6 +139,126 @@ def test_iterating_a_subscription_gives_every_record_once_and_ends_when_the_chan
     assert not reader.is_alive() and seen == [1, 2, 3]
 
 
+def test_a_wait_ends_at_its_timeout_with_nothing_new_and_a_snapshot_reads_from_its_start():
+    channel = MetricsChannel()
+    for step in (1, 2, 3):
+        channel.publish({"step": step})
+    assert len(channel) == 3 and channel.snapshot(1) == [{"step": 2}, {"step": 3}] and channel.snapshot() == [
+        {"step": 1}, {"step": 2}, {"step": 3}]
+    assert channel.wait_for(3, timeout=0.01) == [] and not channel.closed  # nothing after the third: timed out
+    assert channel.wait_for(2) == [{"step": 3}]  # one record there: no wait
+    channel.close()
+    assert channel.closed and channel.wait_for(3) == []  # closed: a wait with no timeout ends at once
+
+
+# ------------------------------------------------------------------ the live-metrics callback
+
+
+def _live(clock=None, **kwargs):
+    from rloo_demo.engine.callbacks import LiveMetricsCallback
+
+    channel = MetricsChannel()
+    if clock is not None:
+        kwargs["clock"] = lambda: clock[0]
+    return LiveMetricsCallback(channel, **kwargs), channel
+
+
+def test_a_logged_step_is_published_with_its_times_and_every_number_trl_logged():
+    records = []
+    cb, channel = _live(on_record=records.append)
+    assert cb.phase == "preparing"
+    state = SimpleNamespace(global_step=7, max_steps=20, is_world_process_zero=True)
+    cb.started = time.time() - 10.0  # training began 10 s ago
+    before = time.time()
+    cb.on_log(None, state, None, logs={"reward": 0.5, "kl": 2, "loss": -0.25, "note": "a string", "flag": True})
+    after = time.time()
+    [record] = channel.snapshot()
+    assert records == [record] and cb.phase == "training"
+    assert before <= record.pop("logged_at") <= after
+    assert before - cb.started <= record.pop("time") <= after - cb.started
+    assert record == {"step": 7, "max_steps": 20, "reward": 0.5, "kl": 2.0, "loss": -0.25, "flag": 1.0}
+    assert type(record["kl"]) is float
+    # not step records: the end-of-training summary, an evaluation's log, a log on another rank
+    cb.on_log(None, state, None, logs={"reward": 1.0, "train_runtime": 3.0})
+    cb.on_log(None, state, None, logs={"eval_loss": 1.0})
+    cb.on_log(None, state, None, logs={})
+    cb.on_log(None, SimpleNamespace(global_step=8, max_steps=20, is_world_process_zero=False), None,
+              logs={"reward": 1.0})
+    assert len(channel) == 1 and len(records) == 1
+
+
+def test_training_begins_the_clock_and_the_budget_runs_from_the_jobs_start_when_it_has_one():
+    clock = [50.0]
+    cb, _ = _live(clock)
+    assert cb.started == 50.0
+    clock[0] = 58.0
+    cb.on_train_begin(None, None, None)
+    assert (cb.phase, cb.started, cb.budget_started) == ("first_step", 58.0, 58.0)  # no job start: from here
+    cb, _ = _live(clock, budget_started=40.0, budget_seconds=30.0)
+    cb.on_train_begin(None, None, None)
+    assert (cb.started, cb.budget_started) == (58.0, 40.0)
+    # deadline 70: at 58 with no step measured yet, 58 + 0 + reserve < 70 ... until the reserve reaches it
+    from rloo_demo.engine.callbacks import SAVE_RESERVE_SECONDS
+
+    clock[0] = 70.0 - SAVE_RESERVE_SECONDS - 0.001
+    assert not cb.out_of_budget()
+    clock[0] = 70.0 - SAVE_RESERVE_SECONDS  # exactly at the edge: out (the save must fit inside)
+    assert cb.out_of_budget()
+    cb.last_step_seconds = 5.0
+    clock[0] = 70.0 - SAVE_RESERVE_SECONDS - 5.001
+    assert not cb.out_of_budget()
+    clock[0] += 0.002
+    assert cb.out_of_budget()
+    cb.budget_started = None  # from the callback's own start then: deadline 58 + 30
+    assert not cb.out_of_budget()
+    assert not _live(clock)[0].out_of_budget()  # no budget: never out
+
+
+def test_a_step_end_stops_on_a_request_a_stop_file_or_the_budget_and_says_why_only_for_the_budget(tmp_path):
+    one = SimpleNamespace(world_size=1)
+    reasons = []
+    clock = [0.0]
+    stop_file = tmp_path / "STOP"
+    cb, _ = _live(clock, stop_file=str(stop_file), budget_seconds=100.0, on_stop=reasons.append)
+    cb.on_train_begin(one, None, None)
+
+    def step(seconds):
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_step_begin(one, None, control)
+        clock[0] += seconds
+        assert cb.on_step_end(one, None, control) is control
+        return control.should_training_stop
+
+    assert not step(2.0) and cb.last_step_seconds == 2.0 and not cb.stop_event.is_set()
+    stop_file.write_text("")
+    assert step(3.0) and cb.stop_event.is_set() and reasons == []  # another process asked: no reason given here
+    stop_file.unlink()
+    cb.stop_event.clear()
+    assert not step(1.0)
+    cb.stop_event.set()
+    clock[0] = 99.0  # out of budget as well: the request came first, and the budget is not named
+    assert step(1.0) and reasons == []
+    cb.stop_event.clear()
+    assert step(1.0) and reasons == ["it reached this server's compute budget of 100 s"]
+    assert cb.stop_event.is_set()
+
+
+def test_with_several_processes_rank_0_decides_for_all(monkeypatch):
+    import torch.distributed as dist
+
+    sent = []
+
+    def broadcast(flag, src):
+        sent.append((int(flag.item()), src))
+        flag.fill_(1)  # rank 0 says stop
+
+    monkeypatch.setattr(dist, "broadcast", broadcast)
+    cb, _ = _live()
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_step_end(SimpleNamespace(world_size=2), None, control)
+    assert sent == [(0, 0)] and control.should_training_stop and cb.stop_event.is_set()  # this rank saw no reason
+
+
 # ------------------------------------------------------------------ GRPO's config from RLOO's
 
 
