@@ -1,13 +1,16 @@
 """The engine's small pieces without training: how a failure is recorded, what ``TrainingJob.start`` does before
 its thread runs, a subscriber's reads of the metrics channel, the GRPO config built from RLOO's, REINFORCE's
 advantages for one rank of the batch, and the CLI's progress bar. Each is checked against values the test
-works out itself (the message word for word, the sample std by hand, which settings GRPO keeps of its own)."""
+works out itself (the message word for word, the sample std by hand, which settings GRPO keeps of its own).
+Also `train()`, `build_trainer` and `check_resources` on recorders: what each hands on, and in which order.
 
 from __future__ import annotations
 
 import dataclasses
 import errno
 import math
+import os
+import tempfile
 import threading
 import time
 from types import SimpleNamespace
@@ -18,6 +21,7 @@ import torch
 from rloo_demo.config import RunConfig
 from rloo_demo.engine import training
 from rloo_demo.engine.callbacks import MetricsChannel
+from rloo_demo.engine.capture import CapturingRLOOTrainer
 from rloo_demo.engine.trainers import _ALWAYS, _DERIVED, ReinforceTrainer, grpo_config
 from rloo_demo.engine.training import RunState, TqdmProgress, TrainingJob, _record_failure
 from rloo_demo.errors import DiskFull
@@ -653,3 +657,111 @@ def test_a_lora_policys_reference_is_its_base_with_the_adapter_off():
     assert held["reference"] == {"kind": "the policy's base, adapter off (no copy)", "parameters": 0}
     lora = 2 * 3 + 4 * 2  # A: r x in, B: out x r
     assert (held["policy"], held["trainable"]) == (26 + lora, lora)
+
+
+# ------------------------------------------------------------------ build_trainer's wiring, on recorders
+
+class _Built(CapturingRLOOTrainer):
+    """Records what build_trainer hands the trainer; TRL's constructor is not run."""
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.batch_observers, self.removed, self.added = kwargs, [], [], []
+        self.model = "the wrapped policy"
+        self.accelerator = SimpleNamespace(
+            distributed_type=SimpleNamespace(value=_Built.engine), unwrap_model=lambda m: f"unwrapped {m}")
+
+    def remove_callback(self, callback):
+        self.removed.append(callback)
+
+    def add_callback(self, callback):
+        self.added.append(callback)
+
+
+def _wire(monkeypatch, calls, processes=1):
+    monkeypatch.setattr(training, "load_policy", lambda name: ("the policy", "the tokenizer"))
+    monkeypatch.setattr(training, "set_step_threads", lambda name: calls.append(("step threads", name)))
+    monkeypatch.setattr(training, "build_reward", lambda name: f"reward {name}")
+    monkeypatch.setattr(training, "run_prompts", lambda config, split: calls.append(("prompts", split)) or "prompts")
+    monkeypatch.setattr(training.distributed, "init_distributed", lambda: SimpleNamespace(num_processes=processes))
+    monkeypatch.setattr(training, "rloo_config", lambda config, trainer_dir, **kw: calls.append(
+        ("args", trainer_dir, kw)) or "rloo args")
+
+    def trainer_for(estimator, args, kwargs, trainer_cls=None):
+        calls.append(("trainer_for", estimator, args, trainer_cls))
+        calls.append(("sink", kwargs))
+        return _Built, "estimator args", {"extra": 1}
+
+    monkeypatch.setattr(training, "trainer_for", trainer_for)
+    monkeypatch.setattr(training, "set_backward_threads", lambda trainer, name, n: calls.append(("backward", name, n)))
+    monkeypatch.setattr(training, "TrainingMeter", lambda every, seed: ("meter", every, seed))
+    monkeypatch.setattr(training, "SnapshotCallback", lambda path, every, policy: ("snapshots", path, every, policy()))
+
+
+def test_build_trainer_wires_the_run_folder_budget_stop_file_and_settings_into_the_trainer(tmp_path, monkeypatch):
+    from rloo_demo.engine.callbacks import LiveMetricsCallback
+
+    calls = []
+    _wire(monkeypatch, calls, processes=2)
+    _Built.engine = "MULTI_CPU"
+    config = RunConfig(output_dir=str(tmp_path), rewards=["length", "vader_compound"], reward_weights=[0.5, 2.0],
+                       estimator="reinforce", record_tokens=True, reward_offset=1.5, variance_every=3, seed=11,
+                       snapshot_every=4)
+    run = RunFolder.create(config)
+    state = RunState(config, run=run, budget_seconds=90.0, budget_started=1234.0)
+    trainer = training.build_trainer(config, state, progress=True, stop_file="/x/STOP", trainer_cls=ReinforceTrainer)
+    assert isinstance(trainer, _Built)
+    assert calls[:3] == [("step threads", config.policy), ("prompts", "train"),
+                         ("args", run.path / "trainer", {"num_processes": 2, "reward_weights": [0.5, 2.0],
+                                                         "run_name": run.name})]
+    assert calls[3] == ("trainer_for", "reinforce", "rloo args", ReinforceTrainer)
+    sink = calls[4][1]
+    assert (sink["record_tokens"], sink["reward_offset"]) == (True, 1.5)
+    assert calls[5:] == [("backward", config.policy, 2)]
+    kw = trainer.kwargs
+    assert (kw["model"], kw["args"], kw["processing_class"], kw["train_dataset"], kw["extra"]) == (
+        "the policy", "estimator args", "the tokenizer", "prompts", 1)
+    assert kw["reward_funcs"] == ["reward length", "reward vader_compound"] and kw["peft_config"] is None
+    live, lock, bar = kw["callbacks"]
+    assert isinstance(live, LiveMetricsCallback) and lock is state.weights and isinstance(bar, TqdmProgress)
+    assert (live.channel, live.stop_event, live.stop_file) == (state.channel, state.stop_event, "/x/STOP")
+    assert (live.budget_seconds, live.budget_started) == (90.0, 1234.0)
+    live.on_stop("a reason")
+    assert state.stop_reason == "a reason"
+    live.on_record({"step": 1, "reward": 0.5})
+    assert [r["reward"] for r in run.metrics()] == [0.5]  # the records go to the run's metrics.jsonl
+    # the sink writes a step's groups to the folder and keeps them in memory under that step
+    groups = [{"step": 3, "prompt": "p", "completions": []}]
+    sink["rollout_sink"](3, groups)
+    assert list(state.rollouts) == [3] and state.rollouts[3] == groups and state.rollout_steps == [3]
+    assert run.rollouts() == groups
+    from transformers.trainer_callback import PrinterCallback
+
+    assert trainer.removed == [PrinterCallback] and trainer.batch_observers == [("meter", 3, 11)]
+    assert trainer.added == [("snapshots", run.path, 4, "unwrapped the wrapped policy")]
+
+
+def test_another_rank_trains_in_a_scratch_folder_without_a_name_a_bar_or_snapshots(tmp_path, monkeypatch):
+    calls = []
+    _wire(monkeypatch, calls)
+    _Built.engine = "FSDP"
+    config = RunConfig(output_dir=str(tmp_path), snapshot_every=2)
+    trainer = training.build_trainer(config, RunState(config))
+    [(_, trainer_dir, kw)] = [c for c in calls if c[0] == "args"]
+    assert kw == {"num_processes": 1, "reward_weights": [1.0] * len(config.rewards)}  # no run name to report
+    assert str(trainer_dir).startswith(tempfile.gettempdir() + "/rloo-rank-") and os.path.isdir(trainer_dir)
+    os.rmdir(trainer_dir)
+    assert len(trainer.kwargs["callbacks"]) == 2 and trainer.added == [] and trainer.batch_observers == []
+    # the main rank under FSDP: its snapshots are skipped (each rank holds a slice), with a warning
+    run = RunFolder.create(config)
+    assert training.build_trainer(config, RunState(config, run=run)).added == []
+
+
+def test_rollouts_in_memory_keep_the_latest_steps_in_order_and_list_every_step_once():
+    state = RunState(RunConfig())
+    limit = training.ROLLOUT_MEMORY_STEPS
+    for step in range(1, limit + 3):
+        state.keep_rollouts(step, [{"step": step}])
+    state.keep_rollouts(limit + 2, [{"step": "again"}])  # the same step twice (a second batch of it)
+    assert list(state.rollouts) == list(range(3, limit + 3))  # the oldest two left memory
+    assert state.rollouts[limit + 2] == [{"step": "again"}]
+    assert state.rollout_steps == list(range(1, limit + 3))
