@@ -2,7 +2,7 @@
 its thread runs, a subscriber's reads of the metrics channel, the GRPO config built from RLOO's, REINFORCE's
 advantages for one rank of the batch, and the CLI's progress bar. Each is checked against values the test
 works out itself (the message word for word, the sample std by hand, which settings GRPO keeps of its own).
-Also `train()`, `build_trainer` and `check_resources` on recorders: what each hands on, and in which order.
+Also `train()`, `build_trainer` and `check_resources` on recorders: what each hands on, and in which order."""
 
 from __future__ import annotations
 
@@ -692,7 +692,8 @@ def _wire(monkeypatch, calls, processes=1):
         return _Built, "estimator args", {"extra": 1}
 
     monkeypatch.setattr(training, "trainer_for", trainer_for)
-    monkeypatch.setattr(training, "set_backward_threads", lambda trainer, name, n: calls.append(("backward", name, n)))
+    monkeypatch.setattr(training, "set_backward_threads", lambda trainer, name, n: calls.append(
+        ("backward", type(trainer).__name__, name, n)))
     monkeypatch.setattr(training, "TrainingMeter", lambda every, seed: ("meter", every, seed))
     monkeypatch.setattr(training, "SnapshotCallback", lambda path, every, policy: ("snapshots", path, every, policy()))
 
@@ -716,7 +717,7 @@ def test_build_trainer_wires_the_run_folder_budget_stop_file_and_settings_into_t
     assert calls[3] == ("trainer_for", "reinforce", "rloo args", ReinforceTrainer)
     sink = calls[4][1]
     assert (sink["record_tokens"], sink["reward_offset"]) == (True, 1.5)
-    assert calls[5:] == [("backward", config.policy, 2)]
+    assert calls[5:] == [("backward", "_Built", config.policy, 2)]  # the trainer's own backward threads
     kw = trainer.kwargs
     assert (kw["model"], kw["args"], kw["processing_class"], kw["train_dataset"], kw["extra"]) == (
         "the policy", "estimator args", "the tokenizer", "prompts", 1)
@@ -740,7 +741,7 @@ def test_build_trainer_wires_the_run_folder_budget_stop_file_and_settings_into_t
     assert trainer.added == [("snapshots", run.path, 4, "unwrapped the wrapped policy")]
 
 
-def test_another_rank_trains_in_a_scratch_folder_without_a_name_a_bar_or_snapshots(tmp_path, monkeypatch):
+def test_another_rank_trains_in_a_scratch_folder_without_a_name_a_bar_or_snapshots(tmp_path, monkeypatch, caplog):
     calls = []
     _wire(monkeypatch, calls)
     _Built.engine = "FSDP"
@@ -751,9 +752,14 @@ def test_another_rank_trains_in_a_scratch_folder_without_a_name_a_bar_or_snapsho
     assert str(trainer_dir).startswith(tempfile.gettempdir() + "/rloo-rank-") and os.path.isdir(trainer_dir)
     os.rmdir(trainer_dir)
     assert len(trainer.kwargs["callbacks"]) == 2 and trainer.added == [] and trainer.batch_observers == []
-    # the main rank under FSDP: its snapshots are skipped (each rank holds a slice), with a warning
-    run = RunFolder.create(config)
-    assert training.build_trainer(config, RunState(config, run=run)).added == []
+    # the main rank under FSDP or DeepSpeed: its snapshots are skipped (each rank holds a slice), with a warning
+    for engine in ("FSDP", "DEEPSPEED"):
+        _Built.engine = engine
+        caplog.clear()
+        run = RunFolder.create(config)
+        assert training.build_trainer(config, RunState(config, run=run)).added == []
+        assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+            ("rloo_demo.engine.training", "WARNING", "snapshot_every is ignored under FSDP / DeepSpeed: no snapshots")]
 
 
 def test_rollouts_in_memory_keep_the_latest_steps_in_order_and_list_every_step_once():
