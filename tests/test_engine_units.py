@@ -771,3 +771,68 @@ def test_rollouts_in_memory_keep_the_latest_steps_in_order_and_list_every_step_o
     assert list(state.rollouts) == list(range(3, limit + 3))  # the oldest two left memory
     assert state.rollouts[limit + 2] == [{"step": "again"}]
     assert state.rollout_steps == list(range(1, limit + 3))
+
+
+# ------------------------------------------------------------------ which trainer an estimator gets
+
+
+def test_each_estimator_gets_its_class_a_stand_in_must_subclass_it_and_an_unknown_one_is_named(tmp_path):
+    from trl import GRPOConfig, GRPOTrainer, RLOOConfig
+
+    from rloo_demo.engine.trainers import trainer_for, with_speedups
+    from rloo_demo.fast.fast_step import SingleForwardRLOOTrainer
+    from rloo_demo.fast.overlap import BackgroundAfterPass
+
+    rloo = RLOOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, bf16=False)
+    kwargs = {"rollout_sink": None}
+    cls, args, extra = trainer_for("rloo", rloo, kwargs)
+    assert cls is with_speedups(CapturingRLOOTrainer) and (args, extra) == (rloo, kwargs)
+    assert cls.__mro__[:4] == (cls, BackgroundAfterPass, CapturingRLOOTrainer, SingleForwardRLOOTrainer)
+    assert cls.__name__ == "CapturingRLOOTrainer"
+    assert trainer_for("reinforce", rloo, kwargs, speedups=False)[0] is ReinforceTrainer
+    assert trainer_for("reinforce", rloo, kwargs)[0].__mro__[2] is ReinforceTrainer
+
+    class Recorder(ReinforceTrainer):
+        pass
+
+    assert trainer_for("reinforce", rloo, kwargs, trainer_cls=Recorder, speedups=False)[0] is Recorder
+    with pytest.raises(TypeError, match=r"^Recorder does not subclass GRPOTrainer$"):
+        trainer_for("grpo", rloo, kwargs, trainer_cls=Recorder)
+
+    class GrpoRecorder(GRPOTrainer):
+        pass
+
+    cls, args, extra = trainer_for("grpo", rloo, kwargs, trainer_cls=GrpoRecorder)
+    assert cls is GrpoRecorder and isinstance(args, GRPOConfig) and extra == {}  # GRPO takes no capture keywords
+    assert trainer_for("grpo", rloo, kwargs)[0] is GRPOTrainer
+    with pytest.raises(ValueError, match=r"^unknown estimator 'ppo'; use rloo, reinforce, grpo$"):
+        trainer_for("ppo", rloo, kwargs)
+    with pytest.raises(TypeError, match=r"^GrpoRecorder is not a CapturingRLOOTrainer$"):
+        with_speedups(GrpoRecorder)
+
+
+def test_the_step_and_the_backward_get_the_thread_counts_of_the_policy_and_the_processes(monkeypatch):
+    from rloo_demo.engine import trainers
+    from rloo_demo.fast import fast_step
+    from rloo_demo.models.hub import EMBEDDED_POLICY
+
+    monkeypatch.delenv("RLOO_TORCH_THREADS", raising=False)
+    monkeypatch.setattr(fast_step, "TORCH_DEFAULT_THREADS", 4)
+    set_to = []
+    monkeypatch.setattr(trainers.torch, "set_num_threads", set_to.append)
+    trainers.set_step_threads(EMBEDDED_POLICY)
+    trainers.set_step_threads("some/hub-model")
+    assert set_to == [1, 4]
+
+    class Engine(fast_step.SingleForwardRLOOTrainer):
+        def __init__(self):
+            self.asked = []
+
+        def use_backward_threads(self, threads):
+            self.asked.append(threads)
+
+    engine = Engine()
+    trainers.set_backward_threads(engine, EMBEDDED_POLICY, 1)
+    trainers.set_backward_threads(engine, EMBEDDED_POLICY, 2)  # several processes share out the cores already
+    assert engine.asked == [2, 1]
+    trainers.set_backward_threads(SimpleNamespace(), EMBEDDED_POLICY, 1)  # GRPO's trainer: left as it is
