@@ -533,6 +533,7 @@ def test_train_makes_the_folder_on_the_main_process_only_and_other_ranks_remove_
     monkeypatch.setattr(training.RunFolder, "create", lambda c: calls.append(("create", c)) or made)
     state = training.train(config)
     assert [c[0] for c in calls[:3]] == ["check", "create", "build"] and state.run is made  # before anything runs
+    assert calls[2][1]["progress"] is False  # no bar unless asked for (the CLI asks)
     assert made.calls[-1][0] == "finished"
 
 
@@ -836,3 +837,17 @@ def test_the_step_and_the_backward_get_the_thread_counts_of_the_policy_and_the_p
     trainers.set_backward_threads(engine, EMBEDDED_POLICY, 2)  # several processes share out the cores already
     assert engine.asked == [2, 1]
     trainers.set_backward_threads(SimpleNamespace(), EMBEDDED_POLICY, 1)  # GRPO's trainer: left as it is
+
+
+def test_snapshots_every_n_steps_only_when_n_is_positive_and_a_lora_run_gets_its_adapter(tmp_path, monkeypatch):
+    calls = []
+    _wire(monkeypatch, calls)
+    _Built.engine = "NO"
+    for every, added in ((0, 0), (1, 1), (2, 1)):
+        config = RunConfig(output_dir=str(tmp_path), snapshot_every=every)
+        trainer = training.build_trainer(config, RunState(config, run=RunFolder.create(config)))
+        assert [a[2] for a in trainer.added] == [every] * added, every
+        assert trainer.kwargs["peft_config"] is None
+    config = RunConfig(output_dir=str(tmp_path), use_lora=True, lora_r=4)
+    peft = training.build_trainer(config, RunState(config, run=RunFolder.create(config))).kwargs["peft_config"]
+    assert peft is not None and peft.r == 4

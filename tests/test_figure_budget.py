@@ -29,7 +29,9 @@ def test_a_long_trace_keeps_every_kth_point_and_the_last():
 
 
 def _view(steps: int, name: str = "long-run") -> RunView:
-    records = [{"step": s, "reward": (s % 7) * 0.1, "kl": 0.001 * s, "logged_at": 1000.0 + s} for s in range(1, steps + 1)]
+    records = [
+        {"step": s, "reward": (s % 7) * 0.1, "kl": 0.001 * s, "logged_at": 1000.0 + s} for s in range(1, steps + 1)
+    ]
     return RunView(name, "running", None, records, steps + 10, 1.0, None, True)
 
 

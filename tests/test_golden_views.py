@@ -244,7 +244,10 @@ def _cases(locale):
     cases["token_spans/no_record"] = tokens.token_spans_html({**g, "completions": [{"text": "x"}]}, 0, "delta", locale)
     cases["token_rows/0"] = tokens.token_rows(g["completions"][0], locale)
     cases["token_colour"] = [
-        tokens.token_colour(v, m, s) for m in tokens.MEASURES for v in (None, -3.0, -0.5, 0, 1) for s in (2.0, 0.0, -1.0)
+        tokens.token_colour(v, m, s)
+        for m in tokens.MEASURES
+        for v in (None, -3.0, -0.5, 0, 1)
+        for s in (2.0, 0.0, -1.0)
     ]
     cases["probe_html"] = probe.probe_html(_probe_result(), locale)
     cases["probe_html/cut"] = probe.probe_html(_probe_result(cut=True), locale)

@@ -9,7 +9,6 @@ from rloo_demo.errors import UserError, Waiting
 from rloo_demo.ui.common import caller_of
 from rloo_demo.ui.controller import Controller
 
-
 # The kinds of event (gradio concurrency groups) that only read runs: the admission middleware counts them against a
 # visitor's reads before gradio touches them (server.admission). The page tick is its own group (ui.app).
 READS, TICK = "reads", "tick"
