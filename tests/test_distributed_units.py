@@ -63,6 +63,37 @@ def test_the_checksums_after_training_are_added_only_where_every_rank_holds_the_
     assert distributed.gather({"x": 1}) == [{"x": 1}]
 
 
+def _launch(monkeypatch, kind, process_index=1, env_group_rank="3"):
+    import socket
+    from types import SimpleNamespace
+
+    import accelerate
+
+    fake = SimpleNamespace(process_index=process_index, local_process_index=0, num_processes=2, backend="gloo")
+    monkeypatch.setattr(accelerate, "PartialState", lambda: fake)
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-b")
+    monkeypatch.setenv("GROUP_RANK", env_group_rank)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    sent = []
+    monkeypatch.setattr(distributed, "gather", lambda mine: sent.append(mine) or [{"rank": 0}, mine])
+    accelerator = SimpleNamespace(distributed_type=SimpleNamespace(value=kind))
+    return accelerator, sent
+
+
+def test_the_launch_record_holds_this_ranks_part_beside_the_others_and_its_checksum_where_replicated(monkeypatch):
+    model = _model(4)
+    accelerator, sent = _launch(monkeypatch, "MULTI_CPU")
+    record = distributed.launch_record(accelerator, model)
+    mine = {"rank": 1, "local_rank": 0, "node_rank": 3, "host": "node-b", "pid": os.getpid(), "torch_threads": 3,
+            "params_sha256_start": distributed.param_digest(model)}
+    assert sent == [mine]
+    assert record == {"world_size": 2, "backend": "gloo", "distributed_type": "MULTI_CPU", "ranks": [{"rank": 0}, mine]}
+    accelerator, sent = _launch(monkeypatch, "FSDP")  # ranks hold slices: nothing to compare, no checksum
+    assert "params_sha256_start" not in distributed.launch_record(accelerator, model)["ranks"][1]
+    monkeypatch.delenv("GROUP_RANK")  # one machine: node 0
+    assert distributed.launch_record(accelerator, model)["ranks"][1]["node_rank"] == 0
+
+
 def test_processes_share_out_the_cores(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     assert [subprocess_job.threads_per_process(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]

@@ -90,6 +90,10 @@ def test_the_first_seconds_of_a_run_name_what_it_does():
     state = SimpleNamespace(global_step=1, max_steps=3, is_world_process_zero=True)
     callback.on_log(args, state, SimpleNamespace(), logs={"reward": 0.2})
     assert run_phase(trainer) == "training"
+    # a trainer without the callback (GRPO's, a stand-in) or without a callback handler at all: training
+    assert run_phase(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[object()]))) == "training"
+    assert run_phase(SimpleNamespace(callback_handler=SimpleNamespace())) == "training"
+    assert run_phase(SimpleNamespace()) == "training"
     line = phase_line("loading", 5.0, 150, "ru")
     assert t("ru", "phase.loading") in line and "ETA" not in line
 
