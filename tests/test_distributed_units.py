@@ -42,13 +42,15 @@ def test_the_launch_block_holds_the_public_keys_and_the_config_still_loads(tmp_p
         "ranks": [{"rank": r, "local_rank": r, "node_rank": 0, "host": "h", "pid": 100 + r, "torch_threads": 1,
                    "params_sha256_start": "ab"} for r in range(2)],
     }
-    distributed.write_launch_block(run.path / "config.yaml", launch)
+    before = (run.path / "config.yaml").read_text()
+    distributed.write_launch_block(run.path / "config.yaml", {"ranks": launch.pop("ranks"), **launch})
     text = (run.path / "config.yaml").read_text()
+    assert text.startswith(before.rstrip("\n") + "\nlaunch:\n  world_size: 2\n")  # appended, no blank line
     block = yaml.safe_load(text)["launch"]
     assert block == {"world_size": 2, "backend": "gloo", "distributed_type": "MULTI_CPU",
                      "ranks": [{"rank": 0, "node_rank": 0, "host": "h", "pid": 100},
                                {"rank": 1, "node_rank": 0, "host": "h", "pid": 101}]}
-    assert list(block) == ["world_size", "backend", "distributed_type", "ranks"]  # in the record's order
+    assert list(block) == ["world_size", "backend", "distributed_type", "ranks"]  # the public keys, then the ranks
     assert run.config().max_steps == 7 and not (run.path / ".config.yaml.tmp").exists()
 
 
