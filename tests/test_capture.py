@@ -420,3 +420,88 @@ def check_kl_penalty_is_minus_beta_times_kl(rollouts):
     for c in rows:
         assert c["kl_penalty"] == pytest.approx(-0.1 * c["kl"], abs=1e-7)
         assert c["shaped_reward"] == pytest.approx(c["weighted_reward"] + c["kl_penalty"], abs=1e-5)
+
+
+# --- the per-token lists, the step boundary and the end of training, on stand-ins ----------------------------------
+
+
+class _Pieces:
+    """A tokenizer whose piece for token id n is "<n>"."""
+
+    def batch_decode(self, rows, skip_special_tokens, clean_up_tokenization_spaces):
+        assert (skip_special_tokens, clean_up_tokenization_spaces) == (False, False)  # every piece as it is
+        return [f"<{row[0]}>" for row in rows]
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.25])
+def test_the_token_lists_keep_the_masked_tokens_of_each_row_with_their_own_measures(beta):
+    trainer = fake_trainer(beta=beta)
+    trainer.processing_class = _Pieces()
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    ids = torch.tensor([[7, 8, 0], [9, 0, 0]])
+    policy = torch.tensor([[-0.5, -1.25, -9.0], [-0.75, -9.0, -9.0]])
+    ref = torch.tensor([[-0.25, -2.0, -9.0], [-1.5, -9.0, -9.0]])
+    entropy = torch.tensor([[1.5, 0.5, 9.0], [2.0, 9.0, 9.0]])
+    cap = {"logps": [policy, ref], "entropy": entropy}
+    rows = trainer._token_lists(cap, {"completion_mask": mask, "completion_ids": ids})
+    first = {"token_texts": ["<7>", "<8>"], "token_logp": [-0.5, -1.25], "token_entropy": [1.5, 0.5]}
+    second = {"token_texts": ["<9>"], "token_logp": [-0.75], "token_entropy": [2.0]}
+    if beta:  # the reference's log-probabilities only where TRL scored a reference (the second scoring call)
+        first["token_ref_logp"], second["token_ref_logp"] = [-0.25, -2.0], [-1.5]
+    assert rows == [first, second]
+    del cap["entropy"]  # no entropies computed (a scoring call that passed its arguments positionally)
+    assert all("token_entropy" not in row for row in trainer._token_lists(cap, {"completion_mask": mask,
+                                                                               "completion_ids": ids}))
+
+
+def test_the_step_boundary_delivers_in_the_background_and_a_direct_call_on_the_training_thread():
+    from rloo_demo.engine.capture import _StepBoundary
+
+    trainer = fake_trainer()
+    delivered = []
+    trainer._deliver_after = lambda pending, background: delivered.append((pending, background))
+    trainer._after = None
+    trainer._pending = {"step": 1}
+    trainer._finish_step()
+    trainer._pending = {"step": 2}
+    _StepBoundary(trainer).on_step_end(None, None, None)
+    assert delivered == [({"step": 1}, False), ({"step": 2}, True)] and trainer._pending is None
+    trainer._finish_step()  # nothing pending: nothing delivered
+    assert len(delivered) == 2
+
+
+class _Job:
+    def __init__(self, error=None):
+        self.error, self.calls = error, []
+
+    def result(self):
+        self.calls.append("result")
+        if self.error:
+            raise self.error
+
+    def wait(self):
+        self.calls.append("wait")
+
+
+def test_train_hands_trl_its_arguments_and_waits_for_the_after_pass_letting_a_training_error_win(monkeypatch):
+    import transformers
+
+    trainer, seen = fake_trainer(), []
+
+    def trl_train(self, *args, **kwargs):
+        seen.append((args, kwargs))
+        if kwargs.get("fail"):
+            raise RuntimeError("the step failed")
+        return "trained"
+
+    monkeypatch.setattr(transformers.Trainer, "train", trl_train)
+    job = trainer._after = _Job(OSError(28, "No space left on device"))
+    with pytest.raises(OSError, match="No space left"):  # after a good training: the pass's own error, as it was
+        trainer.train("a checkpoint", trial=None)
+    assert seen == [(("a checkpoint",), {"trial": None})] and job.calls == ["result"] and trainer._after is None
+    job = trainer._after = _Job(OSError(28, "No space left on device"))
+    with pytest.raises(RuntimeError, match="the step failed"):  # the training error wins; the pass is awaited
+        trainer.train(fail=True)
+    assert job.calls == ["wait"]
+    trainer._after = _Job()
+    assert trainer.train() == "trained"
