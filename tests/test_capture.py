@@ -254,6 +254,19 @@ def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
     assert trainer.rollout_sink is sink
     assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
     assert [type(c).__name__ for c in callbacks] == ["_StepBoundary"] and callbacks[0].trainer is trainer
+    assert trainer.record_tokens is True and trainer.reward_offset == 0.0  # the token record is on by default
+
+
+def test_an_offset_adds_a_column_of_weight_one_beside_the_reward_functions_own(monkeypatch):
+    def trl_init(self, *args, **kwargs):
+        self.reward_weights = torch.tensor([0.5, 2.0], dtype=torch.float64)
+
+    monkeypatch.setattr(RLOOTrainer, "__init__", trl_init)
+    monkeypatch.setattr(RLOOTrainer, "add_callback", lambda self, callback: None)
+    trainer = CapturingRLOOTrainer(reward_offset=3, record_tokens=False)
+    assert trainer.reward_offset == 3.0 and type(trainer.reward_offset) is float and trainer.record_tokens is False
+    assert trainer.reward_weights.tolist() == [0.5, 2.0, 1.0] and trainer.reward_weights.dtype == torch.float64
+    assert CapturingRLOOTrainer().reward_weights.tolist() == [0.5, 2.0]  # no offset: no column
 
 
 def test_record_on_another_process_keeps_the_rows_but_writes_nothing():
@@ -505,3 +518,37 @@ def test_train_hands_trl_its_arguments_and_waits_for_the_after_pass_letting_a_tr
     assert job.calls == ["wait"]
     trainer._after = _Job()
     assert trainer.train() == "trained"
+
+
+def test_the_after_pass_scores_prompt_and_completion_under_the_new_weights_and_keeps_the_masked_tokens(monkeypatch):
+    import contextlib
+
+    from rloo_demo.engine import capture
+
+    trainer = fake_trainer()
+    trainer.model = "the policy"
+    trainer.args = SimpleNamespace(per_device_train_batch_size=3, gradient_checkpointing_kwargs={"use_reentrant": 0})
+    calls = []
+
+    def score(model, input_ids, attention_mask, logits_to_keep, batch_size):
+        calls.append((model, input_ids.tolist(), attention_mask.tolist(), logits_to_keep, batch_size,
+                      torch.is_grad_enabled()))
+        return torch.tensor([[-0.5, -0.25, -9.0], [-1.5, -9.0, -9.0]]), None, None
+
+    @contextlib.contextmanager
+    def no_checkpointing(model, kwargs):
+        calls.append(("checkpointing off", model, kwargs))
+        yield
+
+    monkeypatch.setattr(capture, "trl_scoring", lambda t: score if t is trainer else None)
+    monkeypatch.setattr(capture, "disable_gradient_checkpointing", no_checkpointing)
+    groups = [{"completions": [{"text": "a"}]}, {"completions": [{"text": "b"}]}]
+    batch = {"prompt_ids": torch.tensor([[1, 2], [3, 4]]), "prompt_mask": torch.tensor([[0, 1], [1, 1]]),
+             "completion_ids": torch.tensor([[5, 6, 0], [7, 0, 0]]),
+             "completion_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
+    trainer._record_after({"groups": groups, "batch": batch})
+    assert calls == [
+        ("checkpointing off", "the policy", {"use_reentrant": 0}),
+        ("the policy", [[1, 2, 5, 6, 0], [3, 4, 7, 0, 0]], [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 3, 3, False),
+    ]
+    assert [c["token_logp_after"] for g in groups for c in g["completions"]] == [[-0.5, -0.25], [-1.5]]
