@@ -552,3 +552,25 @@ def test_the_after_pass_scores_prompt_and_completion_under_the_new_weights_and_k
         ("the policy", [[1, 2, 5, 6, 0], [3, 4, 7, 0, 0]], [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 3, 3, False),
     ]
     assert [c["token_logp_after"] for g in groups for c in g["completions"]] == [[-0.5, -0.25], [-1.5]]
+
+
+def test_the_rewards_are_kept_for_the_record_and_handed_on_in_float64_with_the_offset_column(monkeypatch):
+    scores = torch.tensor([[0.5, 1.0], [float("nan"), float("nan")], [float("nan"), -2.0]], dtype=torch.float32)
+    monkeypatch.setattr(RLOOTrainer, "_calculate_rewards", lambda self, inputs, prompts, completions, ids: scores)
+    trainer = fake_trainer()
+    trainer.reward_offset = 2.5
+    trainer._capture = {"logps": []}
+    prompts = ["plain", [{"role": "user", "content": "a chat turn"}], "third"]
+    completions = ["one", [{"role": "assistant", "content": "a reply"}], "three"]
+    out = trainer._calculate_rewards(None, prompts, completions, None)
+    assert out.dtype == torch.float64 and out.shape == (3, 3)
+    nan = float("nan")
+    expected = [[0.5, 1.0, 2.5], [nan, nan, nan], [nan, -2.0, 2.5]]  # the row no function scored stays unscorable
+    assert torch.equal(out.isnan(), torch.tensor(expected).isnan())
+    assert torch.equal(out.nan_to_num(0.0), torch.tensor(expected, dtype=torch.float64).nan_to_num(0.0))
+    kept = trainer._capture["rewards_per_func"]
+    assert kept.dtype == torch.float32 and kept.shape == (3, 2)  # the functions' own scores, without the offset
+    assert trainer._capture["prompts"] == ["plain", "a chat turn", "third"]
+    assert trainer._capture["completions"] == ["one", "a reply", "three"]
+    trainer.reward_offset, trainer._capture = 0.0, None  # no offset, not recording (an evaluation): two columns
+    assert trainer._calculate_rewards(None, prompts, completions, None).shape == (3, 2)
