@@ -136,3 +136,105 @@ def test_the_engine_samples_with_its_own_decode_and_falls_back_to_generate(tmp_p
     penalised, _ = _train(SingleForwardRLOOTrainer, tmp_path, steps=1, repetition_penalty=1.2)
     assert penalised.lean_generate_calls == 0 and "RepetitionPenalty" in penalised.lean_generation_skipped
     assert len(calls) == 1 and calls[0].repetition_penalty == 1.2  # generate sampled it, with the penalty
+
+
+# --- the speed path's decisions, on stand-ins (no model, no TRL set-up) --------------------------------------------
+
+
+def _bare(**attrs):
+    from types import SimpleNamespace
+
+    trainer = SingleForwardRLOOTrainer.__new__(SingleForwardRLOOTrainer)
+    trainer.reuse_policy_forward = True
+    trainer.num_iterations = 1
+    trainer.args = SimpleNamespace(steps_per_generation=1, disable_dropout=True)
+    trainer.accelerator = SimpleNamespace(num_processes=1, unwrap_model=lambda m: m)
+    trainer.aux_loss_enabled = False
+    for key, value in attrs.items():
+        setattr(trainer, key, value)
+    return trainer
+
+
+def test_the_scoring_pass_is_reused_only_when_no_weight_can_change_before_the_loss():
+    from types import SimpleNamespace
+
+    assert _bare().reuses_policy_forward
+    assert not _bare(reuse_policy_forward=False).reuses_policy_forward  # the benchmark's switch
+    assert not _bare(num_iterations=2).reuses_policy_forward  # a second update on the same batch
+    assert not _bare(args=SimpleNamespace(steps_per_generation=2)).reuses_policy_forward
+    assert not _bare(accelerator=SimpleNamespace(num_processes=2)).reuses_policy_forward  # DDP's hooks
+    assert not _bare(aux_loss_enabled=True).reuses_policy_forward  # MoE's auxiliary loss
+
+
+def test_the_backward_gets_its_own_thread_count_and_the_step_gets_its_own_back(monkeypatch):
+    from types import SimpleNamespace
+
+    threads = [1]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads[0])
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: threads.__setitem__(0, n))
+    during = []
+    trainer = _bare(accelerator=SimpleNamespace(backward=lambda loss, **kw: during.append((loss, kw, threads[0]))))
+    trainer.use_backward_threads(2)
+    trainer.accelerator.backward("loss", retain_graph=True)
+    assert during == [("loss", {"retain_graph": True}, 2)] and threads == [1]  # two inside, one again after
+    wrapped = trainer.accelerator.backward
+    trainer.use_backward_threads(1)  # a new count for the same wrapper, not a wrapper around the wrapper
+    assert trainer.accelerator.backward is wrapped and trainer.backward_threads == 1
+    trainer.accelerator.backward("again")
+    assert during[-1] == ("again", {}, 1) and threads == [1]
+
+    def failing(loss, **kw):
+        raise RuntimeError("out of memory")
+
+    trainer = _bare(accelerator=SimpleNamespace(backward=failing))
+    trainer.use_backward_threads(3)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        trainer.accelerator.backward("loss")
+    assert threads == [1]  # restored after a failed backward too
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ({"lean_generation": False}, "turned off"),
+        ({"use_vllm": True}, "another generation backend"),
+        ({"use_transformers_continuous_batching": True}, "another generation backend"),
+        ({"images": [None, "an image"]}, "multimodal inputs"),
+        ({"multimodal_fields": {"pixel_values": 1}}, "multimodal inputs"),
+        ({"is_deepspeed_enabled": True}, "DeepSpeed or FSDP shards the weights"),
+        ({"is_fsdp_enabled": True}, "DeepSpeed or FSDP shards the weights"),
+    ],
+)
+def test_a_generation_the_lean_decode_cannot_make_goes_to_trl_and_says_why(monkeypatch, settings, reason):
+    calls = []
+    monkeypatch.setattr(RLOOTrainer, "_generate_single_turn", lambda self, *args: calls.append(args) or "trl's")
+    trainer = _bare(lean_generation=True, use_vllm=False, use_transformers_continuous_batching=False,
+                    is_deepspeed_enabled=False, is_fsdp_enabled=False)
+    images, fields = settings.pop("images", None), settings.pop("multimodal_fields", None)
+    for key, value in settings.items():
+        setattr(trainer, key, value)
+    assert trainer._generate_single_turn("ids", images, fields) == "trl's"
+    assert calls == [("ids", images, fields)] and trainer.lean_generation_skipped == reason
+
+
+def test_the_reference_pass_starts_beside_the_policys_only_where_trl_will_ask_for_it_and_it_may_overlap(monkeypatch):
+    from rloo_demo.fast import fast_step
+
+    policy, ref = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    asked = []
+    monkeypatch.setattr(fast_step, "may_overlap", lambda t, *models: asked.append(models) or t.overlap_ok)
+    for beta, ref_model, overlap_ok in ((0.0, ref, True), (0.1, None, True), (0.1, ref, False)):
+        trainer = _bare(beta=beta, ref_model=ref_model, model=policy, overlap_ok=overlap_ok)
+        assert trainer._start_reference("ids", "mask", 4, 2, {}) is None
+    assert asked == [(policy, ref)]  # asked only once TRL will score a reference
+    seen = []
+
+    def trl_score(self, model, ids, mask, keep, batch, **kw):
+        seen.append((self, model, ids, mask, keep, batch, kw))
+        return "ref logps", None, None
+
+    monkeypatch.setattr(fast_step, "trl_scoring", lambda t: lambda *a, **kw: trl_score(t, *a, **kw))
+    trainer = _bare(beta=0.1, ref_model=ref, model=policy, overlap_ok=True)
+    job = trainer._start_reference("ids", "mask", 4, 2, {"temperature": 0.7})
+    assert job.result() == (("ids", "mask", 4), "ref logps")
+    assert seen == [(trainer, ref, "ids", "mask", 4, 2, {"temperature": 0.7})]
