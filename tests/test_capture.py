@@ -255,6 +255,7 @@ def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
     assert (trainer._capture, trainer.last_rollouts, trainer.last_completion_ids) == (None, [], None)
     assert [type(c).__name__ for c in callbacks] == ["_StepBoundary"] and callbacks[0].trainer is trainer
     assert trainer.record_tokens is True and trainer.reward_offset == 0.0  # the token record is on by default
+    assert trainer._pending is None and trainer.batch_observers == []  # nothing to deliver before a first step
 
 
 def test_an_offset_adds_a_column_of_weight_one_beside_the_reward_functions_own(monkeypatch):
