@@ -210,6 +210,7 @@ def test_a_generation_the_lean_decode_cannot_make_goes_to_trl_and_says_why(monke
     monkeypatch.setattr(RLOOTrainer, "_generate_single_turn", lambda self, *args: calls.append(args) or "trl's")
     trainer = _bare(lean_generation=True, use_vllm=False, use_transformers_continuous_batching=False,
                     is_deepspeed_enabled=False, is_fsdp_enabled=False)
+    settings = dict(settings)  # the parameter's own dict is left whole: a second run in one process reads it again
     images, fields = settings.pop("images", None), settings.pop("multimodal_fields", None)
     for key, value in settings.items():
         setattr(trainer, key, value)
