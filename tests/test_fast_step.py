@@ -76,15 +76,22 @@ def test_engine_turns_gradient_checkpointing_off_for_the_embedded_policy(tmp_pat
 
 
 def test_thread_counts_for_the_step_and_its_backward(monkeypatch):
-    from rloo_demo.fast.fast_step import TORCH_DEFAULT_THREADS, backward_threads, engine_threads
+    from rloo_demo.fast import fast_step
+    from rloo_demo.fast.fast_step import backward_threads, engine_threads
 
     monkeypatch.delenv("RLOO_TORCH_THREADS", raising=False)
+    # torch's default as on a 4-core machine (under OMP_NUM_THREADS=1 every count here would read 1)
+    monkeypatch.setattr(fast_step, "TORCH_DEFAULT_THREADS", 4)
     embedded, hub = "embedded:tiny-imdb-gpt2", "openai-community/gpt2"
-    assert engine_threads(embedded) == 1 and backward_threads(embedded) == min(2, TORCH_DEFAULT_THREADS)
-    assert engine_threads(hub) == backward_threads(hub) == TORCH_DEFAULT_THREADS
+    assert engine_threads(embedded) == 1 and backward_threads(embedded) == 2  # two at most for its small matrices
+    assert engine_threads(hub) == backward_threads(hub) == 4
     assert backward_threads(embedded, num_processes=2) == 1  # the processes share out the cores already
+    assert backward_threads(hub, num_processes=2) == 4
+    monkeypatch.setattr(fast_step, "TORCH_DEFAULT_THREADS", 1)
+    assert backward_threads(embedded) == 1  # one core: no second thread to take
     monkeypatch.setenv("RLOO_TORCH_THREADS", "3")
     assert engine_threads(embedded) == backward_threads(embedded) == 3  # one count, the user's, for the whole step
+    assert backward_threads(embedded, num_processes=1) == 3 and backward_threads(hub, num_processes=2) == 3
 
 
 @pytest.mark.skipif(torch.get_num_threads() < 2, reason="one core: the backward has no second thread to use")
@@ -239,3 +246,37 @@ def test_the_reference_pass_starts_beside_the_policys_only_where_trl_will_ask_fo
     job = trainer._start_reference("ids", "mask", 4, 2, {"temperature": 0.7})
     assert job.result() == (("ids", "mask", 4), "ref logps")
     assert seen == [(trainer, ref, "ids", "mask", 4, 2, {"temperature": 0.7})]
+
+
+def test_the_after_pass_runs_on_a_worker_only_for_the_step_boundary_with_a_token_record_where_it_may_overlap(
+        monkeypatch):
+    import threading
+
+    from rloo_demo.fast import overlap
+
+    class Base:
+        def _deliver_after(self, pending, background):
+            self.direct.append((pending, background))
+
+        def _deliver(self, pending):
+            self.worker.append((pending, threading.current_thread().name))
+
+    class Trainer(overlap.BackgroundAfterPass, Base):
+        model = "the policy"
+
+        def __init__(self, record_tokens):
+            self.record_tokens, self.direct, self.worker, self._after = record_tokens, [], [], None
+
+    allowed = []
+    monkeypatch.setattr(overlap, "may_overlap", lambda trainer, *models: allowed.append(models) or trainer.ok)
+    for background, tokens, ok in ((False, True, True), (True, False, True), (True, True, False)):
+        trainer = Trainer(tokens)
+        trainer.ok = ok
+        trainer._deliver_after({"step": 1}, background)
+        assert trainer.direct == [({"step": 1}, background)] and trainer._after is None
+    trainer = Trainer(True)
+    trainer.ok = True
+    trainer._deliver_after({"step": 2}, True)
+    trainer._after.result()
+    assert trainer.worker == [({"step": 2}, "rloo-after")] and trainer.direct == []
+    assert allowed[-1] == ("the policy",)

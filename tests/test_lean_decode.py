@@ -86,6 +86,14 @@ def test_inverse_cdf_draw_follows_the_distribution_and_never_draws_a_zero():
     torch.testing.assert_close(freq, probs.double(), atol=0.005, rtol=0)
 
 
+def test_inverse_cdf_draw_takes_weights_that_do_not_sum_to_one_as_multinomial_does():
+    weights = torch.tensor([0.0, 3.0, 1.0])  # softmax's output sums to 1 only up to rounding; multinomial scales
+    torch.manual_seed(1)
+    draws = inverse_cdf_draw(weights.repeat(40_000, 1))
+    freq = torch.bincount(draws, minlength=3).double() / draws.numel()
+    torch.testing.assert_close(freq, torch.tensor([0.0, 0.75, 0.25], dtype=torch.float64), atol=0.01, rtol=0)
+
+
 def test_inverse_cdf_draw_refuses_what_multinomial_refuses():
     nan_last, zeros = torch.tensor([[0.2, 0.3, 0.5, float("nan")]]), torch.tensor([[0.0, 0.0, 0.0, 0.0]])
     for bad in (torch.tensor([[float("nan"), 0.5]]), nan_last, zeros, torch.tensor([[1.5, -0.5]])):
