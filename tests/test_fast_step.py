@@ -187,8 +187,8 @@ def test_the_backward_gets_its_own_thread_count_and_the_step_gets_its_own_back(m
     wrapped = trainer.accelerator.backward
     trainer.use_backward_threads(1)  # a new count for the same wrapper, not a wrapper around the wrapper
     assert trainer.accelerator.backward is wrapped and trainer.backward_threads == 1
-    trainer.accelerator.backward("again")
-    assert during[-1] == ("again", {}, 1) and threads == [1]
+    trainer.accelerator.backward("again", retain_graph=False)  # already at its count: called as it is
+    assert during[-1] == ("again", {"retain_graph": False}, 1) and threads == [1]
 
     def failing(loss, **kw):
         raise RuntimeError("out of memory")
