@@ -280,3 +280,61 @@ def test_the_after_pass_runs_on_a_worker_only_for_the_step_boundary_with_a_token
     trainer._after.result()
     assert trainer.worker == [({"step": 2}, "rloo-after")] and trainer.direct == []
     assert allowed[-1] == ("the policy",)
+
+
+def test_the_constructor_hands_trl_its_arguments_and_starts_with_nothing_kept_or_skipped(monkeypatch):
+    got = []
+    monkeypatch.setattr(RLOOTrainer, "__init__", lambda self, *args, **kwargs: got.append((args, kwargs)))
+    trainer = SingleForwardRLOOTrainer("a model", args="its config")
+    assert got == [(("a model",), {"args": "its config"})]
+    assert (trainer._scoring_calls, trainer._kept, trainer.forward_passes_saved) == (None, None, 0)
+    assert (trainer.reuse_policy_forward, trainer.lean_generation, trainer.lean_generate_calls) == (True, True, 0)
+    assert trainer.lean_generation_skipped is None and trainer.backward_threads is None
+
+
+def test_scoring_calls_are_counted_only_while_a_training_batch_that_may_reuse_its_pass_is_scored(monkeypatch):
+    from types import SimpleNamespace
+
+    seen = []
+    monkeypatch.setattr(RLOOTrainer, "_generate_and_score_completions",
+                        lambda self, inputs: seen.append(self._scoring_calls) or {"scored": inputs})
+    for training, reuse, counted in ((True, True, 0), (False, True, None), (True, False, None)):
+        trainer = _bare(model=SimpleNamespace(training=training), reuse_policy_forward=reuse)
+        trainer._kept, trainer._reference = "last step's", None
+        assert trainer._generate_and_score_completions("batch") == {"scored": "batch"}
+        assert seen[-1] == counted and trainer._scoring_calls is None and trainer._kept is None
+
+
+def test_the_worker_threads_are_daemons_named_for_what_they_do(monkeypatch):
+    from rloo_demo.fast import fast_step
+    from rloo_demo.fast.overlap import Background
+
+    job = Background(lambda: 1)
+    assert job.result() == 1 and job._thread.name == "rloo-background" and job._thread.daemon
+    assert Background(lambda: 2, name="mine")._thread.name == "mine"
+    monkeypatch.setattr(fast_step, "may_overlap", lambda *a: True)
+    monkeypatch.setattr(fast_step, "trl_scoring", lambda t: lambda *a, **kw: ("logps", None, None))
+    trainer = _bare(beta=0.1, ref_model="ref", model="policy")
+    job = trainer._start_reference("ids", "mask", 4, 2, {})
+    job.result()
+    assert job._thread.name == "rloo-reference" and job._thread.daemon
+
+
+def test_overlap_needs_dropout_declared_off_and_reads_a_model_without_checkpointing_as_safe():
+    from types import SimpleNamespace
+
+    from rloo_demo.fast.overlap import may_overlap
+
+    acc = SimpleNamespace(num_processes=1, unwrap_model=lambda m: m)
+    model = torch.nn.Linear(2, 2)  # no is_gradient_checkpointing attribute at all
+    assert may_overlap(SimpleNamespace(accelerator=acc, args=SimpleNamespace(disable_dropout=True)), model)
+    assert not may_overlap(SimpleNamespace(accelerator=acc, args=SimpleNamespace()), model)  # not said: unsafe
+
+
+def test_a_thread_count_of_zero_from_the_environment_is_one(monkeypatch):
+    from rloo_demo.fast.fast_step import engine_threads
+
+    monkeypatch.setenv("RLOO_TORCH_THREADS", "0")
+    assert engine_threads("embedded:tiny-imdb-gpt2") == 1
+    monkeypatch.setenv("RLOO_TORCH_THREADS", " 2 ")
+    assert engine_threads("openai-community/gpt2") == 2
