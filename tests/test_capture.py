@@ -575,3 +575,36 @@ def test_the_rewards_are_kept_for_the_record_and_handed_on_in_float64_with_the_o
     assert trainer._capture["completions"] == ["one", "a reply", "three"]
     trainer.reward_offset, trainer._capture = 0.0, None  # no offset, not recording (an evaluation): two columns
     assert trainer._calculate_rewards(None, prompts, completions, None).shape == (3, 2)
+
+
+def test_with_two_processes_the_token_lists_and_the_after_pass_gather_every_ranks_rows(monkeypatch):
+    import contextlib
+
+    import accelerate.utils
+
+    from rloo_demo.engine import capture
+
+    other_rank = [{"ids": [4], "token_logp": [-2.0]}]
+    sent = []
+    monkeypatch.setattr(accelerate.utils, "gather_object",
+                        lambda rows: sent.append(rows) or list(rows) + (other_rank if "ids" in rows[0] else [[-3.0]]))
+    trainer = fake_trainer(beta=0.0)
+    trainer.accelerator = SimpleNamespace(num_processes=2, is_main_process=True)
+    trainer._tokenizer = _Pieces()  # TRL's own tokenizer where it keeps one (a processor's), before processing_class
+    trainer.processing_class = None
+    mask, ids = torch.tensor([[1, 1]]), torch.tensor([[7, 8]])
+    rows = trainer._token_lists({"logps": [torch.tensor([[-0.5, -1.0]])]}, {"completion_mask": mask,
+                                                                          "completion_ids": ids})
+    assert sent == [[{"ids": [7, 8], "token_logp": [-0.5, -1.0]}]]
+    assert rows == [{"token_texts": ["<7>", "<8>"], "token_logp": [-0.5, -1.0]},
+                    {"token_texts": ["<4>"], "token_logp": [-2.0]}]  # this rank's, then the other's
+    trainer.model, trainer.args = "policy", SimpleNamespace(per_device_train_batch_size=1,
+                                                            gradient_checkpointing_kwargs=None)
+    monkeypatch.setattr(capture, "trl_scoring", lambda t: lambda *a: (torch.tensor([[-0.25, -9.0]]), None, None))
+    monkeypatch.setattr(capture, "disable_gradient_checkpointing", lambda m, kw: contextlib.nullcontext())
+    groups = [{"completions": [{"text": "mine"}, {"text": "the other rank's"}]}]
+    batch = {"prompt_ids": torch.tensor([[1]]), "prompt_mask": torch.tensor([[1]]),
+             "completion_ids": torch.tensor([[5, 0]]), "completion_mask": torch.tensor([[1, 0]])}
+    trainer._record_after({"groups": groups, "batch": batch})
+    assert sent[-1] == [[-0.25]]
+    assert [c["token_logp_after"] for c in groups[0]["completions"]] == [[-0.25], [-3.0]]
