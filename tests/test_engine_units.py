@@ -363,16 +363,13 @@ def test_the_cli_bar_counts_steps_and_shows_the_latest_reward_and_kl_on_the_main
 # ------------------------------------------------------------------ train(): the order of its records
 
 
-class _Run:
-    """A run folder that records what train() writes into it."""
+class _Run(_Folder):
+    """A run folder that records what train() writes into it, its model too."""
 
     def __init__(self, path):
+        super().__init__()
         self.path = path
         (path / "trainer").mkdir(parents=True)
-        self.calls = []
-
-    def set_status(self, status, **extra):
-        self.calls.append((status, extra))
 
     def save_model(self, model, tokenizer, state_dict=None):
         self.calls.append(("save_model", {"model": model, "tokenizer": tokenizer, "state_dict": state_dict}))
