@@ -338,3 +338,145 @@ def test_a_thread_count_of_zero_from_the_environment_is_one(monkeypatch):
     assert engine_threads("embedded:tiny-imdb-gpt2") == 1
     monkeypatch.setenv("RLOO_TORCH_THREADS", " 2 ")
     assert engine_threads("openai-community/gpt2") == 2
+
+
+def test_a_one_from_the_environment_keeps_the_backward_on_one_thread_too(monkeypatch):
+    from rloo_demo.fast import fast_step
+    from rloo_demo.fast.fast_step import backward_threads
+
+    monkeypatch.setattr(fast_step, "TORCH_DEFAULT_THREADS", 4)
+    monkeypatch.setenv("RLOO_TORCH_THREADS", "1")
+    assert backward_threads("embedded:tiny-imdb-gpt2") == 1  # the user's count, not the embedded policy's two
+    monkeypatch.setenv("RLOO_TORCH_THREADS", "  ")
+    assert backward_threads("embedded:tiny-imdb-gpt2") == 2  # blank: not set
+
+
+# --- which scoring call goes where: TRL's own pass recorded, on stand-ins ------------------------------------------
+
+
+class _Scoring:
+    """TRL's ``_get_per_token_logps_and_entropies`` as a recorder: its logps are the kept tokens' ids times a weight
+    that carries a graph, its entropies twice those, so a test can tell which rows came back and whether they grew."""
+
+    def __init__(self):
+        self.calls = []
+        self.weight = torch.ones((), requires_grad=True)
+
+    def __call__(self, trainer, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                 compute_entropy=False, **kwargs):
+        self.calls.append((model, batch_size, compute_entropy, kwargs, torch.is_grad_enabled()))
+        logps = input_ids[:, -logits_to_keep:].float() * self.weight
+        return logps, (2 * logps if compute_entropy else None), None
+
+
+def _scoring_trainer(monkeypatch):
+    from types import SimpleNamespace
+
+    scoring = _Scoring()
+    monkeypatch.setattr(RLOOTrainer, "_get_per_token_logps_and_entropies",
+                        lambda self, *args, **kwargs: scoring(self, *args, **kwargs))
+    policy, ref = SimpleNamespace(name="policy"), SimpleNamespace(name="ref")
+    trainer = _bare(model=policy, ref_model=ref, _scoring_calls=0, _kept=None, _reference=None, forward_passes_saved=0)
+    started = []
+    trainer._start_reference = lambda *args: started.append(args) or None
+    return trainer, scoring, policy, ref, started
+
+
+_IDS = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+_MASK = torch.ones_like(_IDS)
+
+
+def test_the_policys_scoring_pass_keeps_its_graph_for_the_loss_and_hands_trl_detached_values(monkeypatch):
+    trainer, scoring, policy, ref, started = _scoring_trainer(monkeypatch)
+    with torch.no_grad():
+        logps, entropies, _ = trainer._get_per_token_logps_and_entropies(
+            policy, _IDS, _MASK, 2, batch_size=3, compute_entropy=False, temperature=0.7)
+    # TRL's pass ran once, with grad and entropies on (the loss needs both), and the caller's batch size and kwargs
+    assert scoring.calls == [(policy, 3, True, {"temperature": 0.7}, True)]
+    assert started == [(_IDS, _MASK, 2, 3, {"temperature": 0.7})]  # the reference starts beside it, same inputs
+    assert torch.equal(logps, torch.tensor([[2.0, 3.0], [5.0, 6.0], [8.0, 9.0]])) and not logps.requires_grad
+    assert entropies is None and trainer._scoring_calls == 1
+    keys, kept, kept_entropies = trainer._kept
+    assert torch.equal(keys, torch.cat([_IDS, _MASK], dim=1)) and kept.requires_grad
+    assert torch.equal(kept_entropies, 2 * kept)
+    with torch.no_grad():  # then the reference: TRL's own pass, as asked
+        trainer._get_per_token_logps_and_entropies(ref, _IDS, _MASK, 2, batch_size=3)
+    assert scoring.calls[-1] == (ref, 3, False, {}, False) and trainer._scoring_calls == 2
+    assert len(started) == 1
+
+    # the loss's pass on the same rows in another order takes the kept graph: no second forward
+    order = [2, 0, 1]
+    logps, entropies, _ = trainer._get_per_token_logps_and_entropies(
+        policy, _IDS[order], _MASK[order], 2, batch_size=3, compute_entropy=True)
+    assert len(scoring.calls) == 2 and trainer.forward_passes_saved == 1 and trainer._kept is None
+    assert torch.equal(logps.detach(), torch.tensor([[8.0, 9.0], [2.0, 3.0], [5.0, 6.0]])) and logps.requires_grad
+    assert torch.equal(entropies.detach(), 2 * logps.detach())
+    logps.sum().backward()
+    assert scoring.weight.grad == 33.0  # the graph of the scoring pass, for the kept rows
+
+
+def test_the_scoring_pass_entropies_come_back_when_trl_asks_for_them(monkeypatch):
+    trainer, scoring, policy, _, _ = _scoring_trainer(monkeypatch)
+    with torch.no_grad():
+        logps, entropies, _ = trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 1, compute_entropy=True)
+    assert torch.equal(entropies, 2 * logps) and not entropies.requires_grad
+    assert scoring.calls == [(policy, None, True, {}, True)]
+
+
+def test_only_the_first_scoring_call_on_the_policy_itself_keeps_a_graph(monkeypatch):
+    trainer, scoring, policy, ref, started = _scoring_trainer(monkeypatch)
+    with torch.no_grad():  # a first call on another model: TRL's pass, nothing kept, nothing started
+        trainer._get_per_token_logps_and_entropies(ref, _IDS, _MASK, 2)
+        assert trainer._kept is None and started == [] and scoring.calls == [(ref, None, False, {}, False)]
+        assert trainer._scoring_calls == 1
+        trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2)  # the policy, but not first
+    assert trainer._kept is None and started == [] and scoring.calls[-1] == (policy, None, False, {}, False)
+    assert trainer._scoring_calls == 2
+
+
+@pytest.mark.parametrize("kwargs", [{"compute_aux_loss": True}, {"pixel_values": "images"},
+                                    {"token_type_ids": "types"}, {"image_position_ids": "positions"}])
+def test_multimodal_or_auxiliary_loss_calls_go_to_trl_untouched(monkeypatch, kwargs):
+    trainer, scoring, policy, _, started = _scoring_trainer(monkeypatch)
+    with torch.no_grad():
+        trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2, batch_size=2, **kwargs)
+    assert scoring.calls == [(policy, 2, False, kwargs, False)] and trainer._scoring_calls == 0
+    assert trainer._kept is None and started == []
+    trainer._kept = (torch.cat([_IDS, _MASK], dim=1), torch.zeros(3, 2), torch.zeros(3, 2))  # even with one kept
+    trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2, batch_size=2, **kwargs)
+    assert scoring.calls[-1] == (policy, 2, False, kwargs, True) and trainer.forward_passes_saved == 0
+    with torch.no_grad():  # a multimodal key that is present but None is not multimodal
+        trainer._scoring_calls, trainer._kept = 0, None
+        trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2, pixel_values=None)
+    assert trainer._kept is not None and trainer._scoring_calls == 1
+
+
+def test_the_loss_pass_runs_again_where_the_kept_rows_do_not_fit(monkeypatch):
+    trainer, scoring, policy, _, _ = _scoring_trainer(monkeypatch)
+    kept = (torch.cat([_IDS, _MASK], dim=1), torch.zeros(3, 2), torch.zeros(3, 2))
+    trainer._kept = kept
+    other = _IDS.clone()
+    other[0, 0] = 99  # a row the scoring pass never saw
+    trainer._get_per_token_logps_and_entropies(policy, other, _MASK, 2, batch_size=3)
+    assert scoring.calls == [(policy, 3, False, {}, True)] and trainer._kept is None
+    trainer._kept = kept
+    trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 1)  # the same rows, fewer tokens kept
+    assert len(scoring.calls) == 2 and trainer.forward_passes_saved == 0
+
+
+def test_the_reference_started_beside_the_policy_is_picked_up_only_by_the_call_it_was_started_for(monkeypatch):
+    from rloo_demo.fast.overlap import Background
+
+    trainer, scoring, policy, ref, _ = _scoring_trainer(monkeypatch)
+    trainer._scoring_calls = None  # past the scoring count: only the reference's pickup is under test
+    trainer._reference = Background(lambda: ((_IDS, _MASK, 2), "its logps"))
+    assert trainer._get_per_token_logps_and_entropies(ref, _IDS, _MASK, 2) == ("its logps", None, None)
+    assert scoring.calls == [] and trainer._reference is None
+    trainer._reference = Background(lambda: ((_IDS, _MASK, 2), "its logps"))
+    trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2)  # not the reference: left for its call
+    assert trainer._reference is not None and scoring.calls[-1][0] is policy
+    for ids, mask, keep in ((_IDS.clone(), _MASK, 2), (_IDS, _MASK.clone(), 2), (_IDS, _MASK, 1)):
+        trainer._reference = Background(lambda: ((_IDS, _MASK, 2), "its logps"))
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(ref, ids, mask, keep, batch_size=4)
+        assert scoring.calls[-1] == (ref, 4, False, {}, True) and trainer._reference is None  # asked anew
+        assert torch.equal(logps.detach(), ids[:, -keep:].float())
