@@ -45,8 +45,9 @@ def test_with_generates_draws_it_samples_generates_tokens(policy, settings, padd
     """Same seed, same tokens: the written-out forward, positions, padding mask, logits processors and finished
     rows are generate's, or some token would differ within 16 x 24 draws."""
     model, tok = policy
-    texts = {True: PROMPTS * 4, False: [PROMPTS[0]] * 16, "two-token": ["I hated"] * 16}[padded]
+    texts = {True: PROMPTS * 4, False: [PROMPTS[0]] * 16, "two-token": ["Bad"] * 16}[padded]
     ids, mask = _left_padded(tok, texts)
+    assert padded != "two-token" or ids.size(1) == 2  # the smallest prefill that is still causal
     config = _config(tok, **settings)
     plan = lean_plan(model, config, ids.size(1))
     assert not isinstance(plan, str), plan
@@ -118,23 +119,33 @@ def test_inverse_cdf_draw_at_the_ends_of_the_uniform_range(monkeypatch):
     monkeypatch.setattr(torch, "rand", real_rand)
 
 
+_PROCESSORS = "logits processors other than temperature/top-k/top-p/min-p: "
+_STOPS = "stop strings, a time limit or a cache implementation are set"
+
+
 @pytest.mark.parametrize(
     "settings, reason",
     [
-        ({"repetition_penalty": 1.3}, "RepetitionPenalty"),
-        ({"no_repeat_ngram_size": 2}, "NoRepeatNGram"),
-        ({"min_new_tokens": 4}, "MinNewTokens"),
+        ({"repetition_penalty": 1.3}, _PROCESSORS + "RepetitionPenaltyLogitsProcessor"),
+        ({"no_repeat_ngram_size": 2}, _PROCESSORS + "NoRepeatNGramLogitsProcessor"),
+        ({"min_new_tokens": 4}, _PROCESSORS + "MinNewTokensLengthLogitsProcessor"),
+        # generate hands a decoder-only model's prompt in as its "encoder" ids: these apply there too
+        ({"encoder_repetition_penalty": 1.5}, _PROCESSORS + "EncoderRepetitionPenaltyLogitsProcessor"),
+        ({"encoder_repetition_penalty": 1.5, "repetition_penalty": 1.3},
+         _PROCESSORS + "EncoderRepetitionPenaltyLogitsProcessor, RepetitionPenaltyLogitsProcessor"),
+        ({"encoder_no_repeat_ngram_size": 2}, _PROCESSORS + "EncoderNoRepeatNGramLogitsProcessor"),
         ({"do_sample": False}, "not plain sampling"),
         ({"num_beams": 2}, "not plain sampling"),
         ({"num_return_sequences": 2}, "not plain sampling"),
-        ({"stop_strings": ["."]}, "stop strings"),
-        ({"max_time": 5.0}, "time limit"),
-        ({"cache_implementation": "static"}, "cache implementation"),
-        ({"output_scores": True}, "scores or a dict"),
-        ({"output_logits": True}, "scores or a dict"),
-        ({"return_dict_in_generate": True}, "scores or a dict"),
-        ({"max_new_tokens": None, "max_length": 30}, "max_new_tokens and pad_token_id"),
-        ({"max_new_tokens": 249}, "longer than the model's context"),  # 8 + 249 > 256 positions
+        ({"stop_strings": ["."]}, _STOPS),
+        ({"max_time": 5.0}, _STOPS),
+        ({"cache_implementation": "static"}, _STOPS),
+        ({"output_scores": True}, "scores or a dict output were asked for"),
+        ({"output_logits": True}, "scores or a dict output were asked for"),
+        ({"return_dict_in_generate": True}, "scores or a dict output were asked for"),
+        ({"max_new_tokens": None, "max_length": 30}, "max_new_tokens and pad_token_id must be set"),
+        # 8 + 249 > 256 positions
+        ({"max_new_tokens": 249}, "prompt and completion are longer than the model's context"),
     ],
 )
 def test_each_setting_the_decode_does_not_cover_sends_it_to_generate(policy, settings, reason):
@@ -142,8 +153,41 @@ def test_each_setting_the_decode_does_not_cover_sends_it_to_generate(policy, set
     config = _config(tok)
     for key, value in settings.items():
         setattr(config, key, value)
-    plan = lean_plan(model, config, 8)
-    assert isinstance(plan, str) and reason in plan, plan
+    assert lean_plan(model, config, 8) == reason
+
+
+def test_a_transformers_whose_generation_helpers_fail_goes_to_generate_and_says_how(policy, monkeypatch):
+    model, tok = policy
+
+    def changed(*args, **kwargs):
+        raise TypeError("an unexpected keyword")
+
+    monkeypatch.setattr(model, "_prepare_generation_config", changed)
+    expected = "transformers' generation helpers changed (TypeError: an unexpected keyword)"
+    assert lean_plan(model, _config(tok), 8) == expected
+
+
+def _tiny_gpt2(**config):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2, **config)).eval()
+
+
+def test_a_model_with_no_eos_anywhere_samples_to_max_new_tokens():
+    model = _tiny_gpt2()
+    model.generation_config.eos_token_id = None
+    plan = lean_plan(model, GenerationConfig(do_sample=True, top_k=0, max_new_tokens=4, pad_token_id=1), 8)
+    assert not isinstance(plan, str) and plan.eos_token_ids == [] and plan.max_new_tokens == 4
+
+
+def test_each_gpt2_the_decode_does_not_write_out_is_named_with_its_reason(policy):
+    _, tok = policy
+    assert lean_plan(_tiny_gpt2(add_cross_attention=True), _config(tok), 8) == "its GPT-2 config changes the attention"
+    assert lean_plan(_tiny_gpt2(reorder_and_upcast_attn=True), _config(tok), 8) == "reorder_and_upcast_attn is set"
+    quantized = _tiny_gpt2()
+    quantized.hf_quantizer = object()  # what from_pretrained leaves on a model it quantized
+    assert lean_plan(quantized, _config(tok), 8) == "the model is quantized"
+    assert not isinstance(lean_plan(_tiny_gpt2(), _config(tok), 8), str)  # the same model, not quantized
 
 
 def test_the_plan_takes_the_whole_context_and_any_form_of_eos(policy):
@@ -187,7 +231,7 @@ def test_the_plan_says_why_it_does_not_apply(policy):
             num_key_value_heads=2,
         )
     )
-    assert "not a plain GPT2LMHeadModel" in lean_plan(llama, _config(tok), 8)
+    assert lean_plan(llama, _config(tok), 8) == "LlamaForCausalLM is not a plain GPT2LMHeadModel"
 
     with_dropout, _ = load_policy(EMBEDDED_POLICY)
     with_dropout.transformer.drop.p = 0.1
