@@ -480,3 +480,91 @@ def test_the_reference_started_beside_the_policy_is_picked_up_only_by_the_call_i
         logps, _, _ = trainer._get_per_token_logps_and_entropies(ref, ids, mask, keep, batch_size=4)
         assert scoring.calls[-1] == (ref, 4, False, {}, True) and trainer._reference is None  # asked anew
         assert torch.equal(logps.detach(), ids[:, -keep:].float())
+
+
+def test_the_loss_pass_leaves_the_entropies_out_when_trl_does_not_ask(monkeypatch):
+    trainer, scoring, policy, _, _ = _scoring_trainer(monkeypatch)
+    with torch.no_grad():
+        trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2)
+    logps, entropies, _ = trainer._get_per_token_logps_and_entropies(policy, _IDS, _MASK, 2, compute_entropy=False)
+    assert entropies is None and trainer.forward_passes_saved == 1 and len(scoring.calls) == 1
+
+
+class _Generating:
+    """A policy whose ``generate`` (its class's) records its arguments, as TRL's generation step calls it."""
+
+    def __init__(self):
+        self.generated = []
+
+    def generate(self, **kwargs):
+        self.generated.append(kwargs)
+        return "generate's ids"
+
+
+_PROMPT = torch.zeros(2, 5, dtype=torch.long)
+
+
+def _generation_trainer(monkeypatch, model, extra=None):
+    """A stand-in trainer whose TRL generation step calls ``model.generate`` once, as TRL does, with ``extra``
+    keyword arguments besides its own; what TRL's step was handed and got back is in ``trl``."""
+    from types import SimpleNamespace
+
+    from rloo_demo.fast import fast_step
+
+    trl = []
+
+    def trls_step(self, prompt_ids, images, multimodal_fields):
+        unwrapped = self.accelerator.unwrap_model(self.model_wrapped)
+        out = unwrapped.generate(input_ids=_PROMPT, attention_mask="mask", generation_config="config", **(extra or {}))
+        trl.append((prompt_ids, images, multimodal_fields, out))
+        return out
+
+    monkeypatch.setattr(RLOOTrainer, "_generate_single_turn", trls_step)
+    plans, lean = [], []
+    monkeypatch.setattr(fast_step, "lean_plan", lambda m, config, length: plans.append((m, config, length)) or "no")
+    monkeypatch.setattr(fast_step, "lean_generate", lambda *args: lean.append(args) or "lean ids")
+    trainer = _bare(lean_generation=True, use_vllm=False, use_transformers_continuous_batching=False,
+                    is_deepspeed_enabled=False, is_fsdp_enabled=False, model_wrapped=model,
+                    lean_generate_calls=0, lean_generation_skipped="earlier", lean_draw="a draw",
+                    accelerator=SimpleNamespace(num_processes=1, unwrap_model=lambda m: m))
+    return trainer, trl, plans, lean
+
+
+def test_generate_is_swapped_for_the_lean_decode_only_during_trls_step_where_a_plan_exists(monkeypatch):
+    from rloo_demo.fast import fast_step
+
+    model = _Generating()
+    trainer, trl, plans, lean = _generation_trainer(monkeypatch, model)
+    plan = object()  # a plan (anything but a reason, a text)
+    monkeypatch.setattr(fast_step, "lean_plan", lambda m, config, length: plans.append((m, config, length)) or plan)
+    assert trainer._generate_single_turn("prompts", [None, None], None) == "lean ids"  # text only: no images
+    assert plans == [(model, "config", 5)] and lean == [(model, _PROMPT, "mask", plan, "a draw")]
+    assert trl == [("prompts", [None, None], None, "lean ids")] and model.generated == []
+    assert trainer.lean_generate_calls == 1 and trainer.lean_generation_skipped is None
+    assert "generate" not in model.__dict__  # the class's own generate again
+
+
+def test_without_a_plan_generate_gets_trls_arguments_and_the_reason_is_kept(monkeypatch):
+    model = _Generating()
+    trainer, trl, plans, lean = _generation_trainer(monkeypatch, model)
+    assert trainer._generate_single_turn("prompts", None, None) == "generate's ids"
+    assert model.generated == [{"input_ids": _PROMPT, "attention_mask": "mask", "generation_config": "config"}]
+    assert lean == [] and trainer.lean_generate_calls == 0 and trainer.lean_generation_skipped == "no"
+
+
+def test_a_generate_call_with_arguments_the_decode_does_not_take_goes_to_generate_whole(monkeypatch):
+    model = _Generating()
+    trainer, trl, plans, lean = _generation_trainer(monkeypatch, model, extra={"streamer": "s"})
+    assert trainer._generate_single_turn("prompts", None, None) == "generate's ids"
+    assert model.generated == [{"input_ids": _PROMPT, "attention_mask": "mask", "generation_config": "config",
+                                "streamer": "s"}]
+    assert plans == [] and lean == [] and trainer.lean_generation_skipped == "other arguments"
+
+
+def test_a_generate_of_the_models_own_is_put_back_after_the_step(monkeypatch):
+    model = _Generating()
+    own = model.generate  # an attribute of the instance (a wrapper such as PEFT's would set one)
+    model.generate = own
+    trainer, trl, plans, lean = _generation_trainer(monkeypatch, model)
+    trainer._generate_single_turn("prompts", None, None)
+    assert model.__dict__["generate"] is own and model.generated[0]["generation_config"] == "config"
