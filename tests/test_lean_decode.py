@@ -202,15 +202,9 @@ def test_the_plan_takes_the_whole_context_and_any_form_of_eos(policy):
     "change", ["add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"]
 )
 def test_a_gpt2_whose_attention_differs_goes_to_generate(policy, change):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    model, tok = policy
-    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2, **{change: True})
-    assert isinstance(lean_plan(GPT2LMHeadModel(config).eval(), _config(tok), 8), str)
-    unscaled = GPT2LMHeadModel(
-        GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2, scale_attn_weights=False)
-    ).eval()
-    assert "attention" in lean_plan(unscaled, _config(tok), 8)
+    _, tok = policy
+    assert isinstance(lean_plan(_tiny_gpt2(**{change: True}), _config(tok), 8), str)
+    assert "attention" in lean_plan(_tiny_gpt2(scale_attn_weights=False), _config(tok), 8)
 
 
 def test_the_plan_says_why_it_does_not_apply(policy):
