@@ -135,6 +135,51 @@ def test_record_every_number_of_every_row():
     assert any(abs(r["kl"]) > 0.5 for g in groups for r in g["completions"])  # so a sign error shows
 
 
+def test_record_adds_k2_k3_the_rank_the_offset_the_tokens_and_logs_the_step_metrics():
+    """Beyond test_record_every_number_of_every_row: each row's k2 and k3 by hand, its process (0: one process), the
+    offset added to every scorable reward (it cancels in the advantage), the per-token lists when recorded, and the
+    step's metrics logged for TRL: the batch means of k1..k3 and the seconds the diagnostics took."""
+    import math
+    import time
+
+    trainer = fake_trainer(beta=0.2)
+    trainer.reward_offset = 0.25
+    trainer.record_tokens, trainer.processing_class = True, _Pieces()
+    policy, ref, kl, weighted, shaped, _, raw_adv = expected_rows(0.2)
+    before = time.perf_counter()
+    trainer._record(  # no step boundary: with the tokens recorded it would start the after pass, on no model
+        {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": [policy, ref]},
+        with_prompts(
+            {
+                "completion_mask": torch.tensor(MASK),
+                "advantages": torch.tensor(raw_adv),
+                "completion_ids": torch.arange(24).view(6, 4),
+            }
+        ),
+    )
+    rows = [r for g in trainer.last_rollouts for r in g["completions"]]
+    elapsed = time.perf_counter() - before
+    d = [[float(policy[i, t] - ref[i, t]) for t in range(4) if MASK[i][t]] for i in range(6)]
+    k2 = [sum(0.5 * x * x for x in row) for row in d]
+    k3 = [sum(math.exp(-x) - 1 + x for x in row) for row in d]
+    assert [r["kl_k2"] for r in rows] == pytest.approx(k2, abs=1e-5)
+    assert [r["kl_k3"] for r in rows] == pytest.approx(k3, abs=1e-5)
+    assert max(abs(a - b) for a, b in zip(k2, k3, strict=True)) > 0.05  # so k2 and k3 swapped would show
+    assert [r["rank"] for r in rows] == [0] * 6 and all(type(r["rank"]) is int for r in rows)
+    assert [r["weighted_reward"] for r in rows] == pytest.approx([w + 0.25 for w in weighted])
+    assert [r["shaped_reward"] for r in rows] == pytest.approx([s + 0.25 for s in shaped], abs=1e-5)
+    assert [r["raw_advantage"] for r in rows] == pytest.approx(raw_adv, abs=1e-5)
+    ids = torch.arange(24).view(6, 4)
+    assert [r["token_texts"] for r in rows] == [[f"<{int(ids[i, t])}>" for t in range(4) if MASK[i][t]]
+                                                for i in range(6)]
+    metrics = trainer._metrics["train"]
+    assert metrics["kl_k1"] == pytest.approx([sum(kl) / 6], abs=1e-5)
+    assert metrics["kl_k2"] == pytest.approx([sum(k2) / 6], abs=1e-5)
+    assert metrics["kl_k3"] == pytest.approx([sum(k3) / 6], abs=1e-5)
+    (seconds,) = metrics["diagnostics/seconds"]
+    assert 0.0 <= seconds <= elapsed
+
+
 def test_record_reports_a_gap_to_trl_advantages():
     trainer = fake_trainer(beta=0.2)
     policy, ref, *_, raw_adv = expected_rows(0.2)
@@ -238,6 +283,7 @@ def test_record_gathers_the_texts_of_every_process_in_the_tensors_order(monkeypa
     assert [c["text"] for c in second["completions"]] == [f"other {t}" for t in TEXTS[:K]]
     assert [c["kl"] for c in second["completions"]] == pytest.approx(kl[:K], abs=1e-5)  # the other process's rows
     assert [c["num_tokens"] for c in second["completions"]] == [sum(m) for m in MASK[:K]]
+    assert [c["rank"] for g in (first, second) for c in g["completions"]] == [0] * K + [1] * K
 
 
 def test_constructor_hands_everything_but_the_sink_to_trl(monkeypatch):
@@ -343,6 +389,66 @@ def test_hooks_capture_what_trl_computes_while_scoring(monkeypatch):
     with pytest.raises(RuntimeError, match="generation failed"):
         trainer._generate_and_score_completions({})
     assert trainer._capture is None  # a failed pass leaves no capture behind for the next one
+
+
+def test_the_first_scoring_call_asks_for_entropies_only_when_tokens_are_recorded_and_not_passed_positionally(
+    monkeypatch,
+):
+    """TRL's signature is (model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, ...): the
+    entropies are asked for by keyword on the policy's first no-grad call with fewer than five positional arguments,
+    and kept (in float32) only when the call returned them."""
+    calls = []
+    entropy = torch.full((6, 4), 0.75, dtype=torch.bfloat16)
+
+    def fake_logps(self, model, *args, **kwargs):
+        calls.append((model, len(args), kwargs.get("compute_entropy")))
+        return torch.zeros(6, 4), (entropy if kwargs.get("compute_entropy") or model == "eager" else None), None
+
+    monkeypatch.setattr(RLOOTrainer, "_get_per_token_logps_and_entropies", fake_logps)
+    trainer = fake_trainer(beta=0.2)
+    trainer.record_tokens = True
+
+    def score(*models_args):
+        trainer._capture = {"logps": []}
+        calls.clear()
+        with torch.no_grad():
+            for model, *args in models_args:
+                trainer._get_per_token_logps_and_entropies(model, *args)
+        return trainer._capture
+
+    cap = score(("policy", None, None, 4), ("reference", None, None, 4))
+    assert calls == [("policy", 3, True), ("reference", 3, None)] and len(cap["logps"]) == 2
+    assert cap["entropy"].dtype == torch.float32 and torch.equal(cap["entropy"], torch.full((6, 4), 0.75))
+    assert score(("policy", None, None, 4, 2))["entropy"].shape == (6, 4) and calls == [("policy", 4, True)]
+    cap = score(("policy", None, None, 4, 2, True))  # compute_entropy given positionally: not asked again
+    assert calls == [("policy", 5, None)] and "entropy" not in cap
+    trainer.record_tokens = False  # nothing to show them in: not asked, and not kept when a call returns them
+    cap = score(("policy", None, None, 4), ("eager", None, None, 4))
+    assert calls == [("policy", 3, None), ("eager", 3, None)] and "entropy" not in cap
+
+
+def test_a_recorded_batch_goes_to_the_observers_whose_numbers_join_the_steps_metrics(monkeypatch):
+    output = with_prompts(
+        {
+            "completion_mask": torch.tensor(MASK),
+            "advantages": torch.zeros(6, dtype=torch.float64),
+            "completion_ids": torch.zeros(6, 4),
+        }
+    )
+    monkeypatch.setattr(RLOOTrainer, "_generate_and_score_completions", lambda self, inputs: output)
+    trainer = fake_trainer(beta=0.2)
+    trainer.model = torch.nn.Linear(1, 1).train()
+    recorded, seen = [], []
+    trainer._record = lambda cap, out: recorded.append((cap, out))
+    trainer.batch_observers = [
+        lambda tr, out: seen.append((tr, out)) or {"meter/variance": 2.5},
+        lambda tr, out: None,  # an observer with nothing to log this step
+    ]
+    out = trainer._generate_and_score_completions({})
+    assert out is output and out["advantages"].dtype == torch.float32  # the loss's dtype
+    assert recorded == [({"logps": []}, output)]
+    assert len(seen) == 1 and seen[0][0] is trainer and seen[0][1] is output
+    assert dict(trainer._metrics["train"]) == {"meter/variance": [2.5]}
 
 
 # --- two real training steps --------------------------------------------------------------------------------------

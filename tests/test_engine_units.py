@@ -233,6 +233,7 @@ def test_a_step_end_stops_on_a_request_a_stop_file_or_the_budget_and_says_why_on
         assert cb.on_step_end(one, None, control) is control
         return control.should_training_stop
 
+    clock[0] = 7.0  # the first step begins 7 s in: its length is the difference of two readings, not the last
     assert not step(2.0) and cb.last_step_seconds == 2.0 and not cb.stop_event.is_set()
     stop_file.write_text("")
     assert step(3.0) and cb.stop_event.is_set() and reasons == []  # another process asked: no reason given here
