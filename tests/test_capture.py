@@ -603,6 +603,24 @@ class _Job:
         self.calls.append("wait")
 
 
+def test_the_step_boundary_raises_what_the_after_pass_raised_before_the_update_and_at_the_end():
+    """A full disk in the background pass must reach the training thread as it was, at the next step boundary,
+    before the optimiser changes the weights, and at the end of training (the default of ``_await_after``)."""
+    from rloo_demo.engine.capture import _StepBoundary
+
+    trainer = fake_trainer()
+    boundary = _StepBoundary(trainer)
+    for hook in (boundary.on_pre_optimizer_step, boundary.on_train_end):
+        job = trainer._after = _Job(OSError(28, "No space left on device"))
+        with pytest.raises(OSError, match="No space left"):
+            hook(None, None, None)
+        assert job.calls == ["result"] and trainer._after is None
+    job = trainer._after = _Job(OSError(28, "No space left on device"))
+    with pytest.raises(OSError, match="No space left"):
+        trainer._finish_step()  # the next step's boundary waits for the last one's pass first
+    assert job.calls == ["result"]
+
+
 def test_train_hands_trl_its_arguments_and_waits_for_the_after_pass_letting_a_training_error_win(monkeypatch):
     import transformers
 
