@@ -40,8 +40,18 @@ def page_config(root, limits) -> dict:
     config = {k: v for k, v in config.items() if k not in NOISE_TOP}
     for event in config["dependencies"]:
         # the function each event calls, by its name (config has only "backend_fn": whether there is one)
-        fn = demo.fns[event["id"]].fn
+        block_fn = demo.fns[event["id"]]
+        fn = block_fn.fn
         event["handler"] = getattr(fn, "__name__", type(fn).__name__) if fn is not None else None
+        # the queue's settings, which config leaves out: which events share a queue and how many of them run at once
+        # (Start one at a time, sampling one at a time across Compare, the probe and the API), and the handlers that
+        # take raw values so that the controller, not gradio, checks them
+        event["concurrency"] = {
+            # an event without a queue of its own named is in one of its own, named by gradio with a memory address
+            "concurrency_id": "(its own)" if block_fn.concurrency_id.isdigit() else block_fn.concurrency_id,
+            "concurrency_limit": block_fn.concurrency_limit,
+            "preprocess": block_fn.preprocess,
+        }
     for component in config["components"]:
         for key in NOISE_COMPONENT:
             component.pop(key, None)
