@@ -130,6 +130,38 @@ def test_start_refuses_a_bad_weight_naming_its_box_by_its_label_in_the_pages_lan
     assert page.controller.runner.active() == []  # refused before anything started
 
 
+def test_start_hands_the_controller_the_form_and_the_visitor_from_the_connection_and_shows_its_place(
+    page, monkeypatch
+):
+    """The Start event's caller is the client id it sent and the address of its connection (never a name the
+    caller gives itself); a run that starts is watched with its plots drawn afresh and Start disabled; a visitor
+    that has to wait sees its place in the line, in the page's language, where the run's status goes."""
+    from rloo_demo.errors import Waiting
+    from rloo_demo.server.gates import Caller
+
+    asked, answers = [], iter(["rloo-run-7", Waiting("in line", place=3)])
+
+    def start_from_form(values, caller):
+        asked.append((values, caller))
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(page.controller, "start_from_form", start_from_form)
+    request = SimpleNamespace(client=SimpleNamespace(host="127.0.0.5"), headers={}, state=None)
+    out = page.handler["train_start"]("client-b", *form(num_generations=5), "ru", request=request)
+    (values, caller), = asked
+    assert caller == Caller("client-b", "127.0.0.5", False)
+    assert values == dict(zip(FORM_FIELDS, form(num_generations=5), strict=True))
+    assert by_id(out)["form-error"] == "" and by_id(out)["start-btn"].interactive is False
+    assert "rloo-run-7" in out.values() and -1 in out.values()  # the run watched, nothing drawn of it yet
+    out = by_id(page.handler["train_start"]("client-c", *form(), "ru", request=request))
+    assert asked[1][1] == Caller("client-c", "127.0.0.5", False)
+    assert out == {"form-error": "", "run-status": page.controller.line_text(3, "ru")}
+    assert "3" in out["run-status"] and out["run-status"] != page.controller.line_text(3, "en")
+
+
 def test_start_without_a_client_id_is_refused_in_words(page):
     out = by_id(page.handler["train_start"]("", *form(), "en"))
     assert out["form-error"].startswith(i18n.t("en", "train.not_started") + "\n\n")
