@@ -134,6 +134,37 @@ def test_the_rollouts_tabs_offset_box_refuses_what_it_cannot_use(tmp_path):
         controller.close()
 
 
+def test_the_rollouts_tabs_offset_box_draws_the_picked_step_and_group_in_the_pages_language(tmp_path):
+    """The what-if table of the step and the group picked (by their label in the page's language), not of the
+    latest step or the first group; a step with no rollouts draws nothing."""
+    from rloo_demo.store.folder import RunFolder
+    from rloo_demo.ui.app import build_app
+    from rloo_demo.ui.views.rollouts import group_label
+
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path), run_name="two"))
+    step2 = [make_group([0.2, 0.1, 0.2, 0.6]), make_group([1.0, 0.0, 0.5, 0.5], index=1)]
+    step3 = [make_group([0.9, 0.3, 0.3, 0.3]), make_group([0.0, 0.8, 0.4, 0.1], index=1)]
+    for g in step3:
+        g["step"] = 3
+    run.append_rollouts(2, step2)
+    run.append_rollouts(3, step3)
+    run.set_status("finished")
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    try:
+        demo = build_app(controller)
+        changed = next(fn.fn for fn in demo.fns.values() if fn.api_name == "rollouts_whatif")
+        second = group_label(step2[1], "ru")
+        assert second != group_label(step2[1], "en")
+        (shown,) = changed("two", 2, second, 0.5, "ru").values()
+        assert shown == whatif_markdown(step2, 1, "ru", 0.5) != whatif_markdown(step2, 0, "ru", 0.5)
+        assert shown != whatif_markdown(step2, 1, "en", 0.5)
+        (latest,) = changed("two", 3, group_label(step3[1], "en"), 0.5, "en").values()
+        assert latest == whatif_markdown(step3, 1, "en", 0.5) != whatif_markdown(step2, 1, "en", 0.5)
+        assert list(changed("two", 7, second, 0.5, "ru").values()) == [""]  # no such step: nothing to draw
+    finally:
+        controller.close()
+
+
 def test_arithmetic_names_the_kl_that_shaped_the_reward_and_a_missing_baseline():
     g = make_group([1.0, 0.0, 0.5, 0.5], kl=(0.8, 0.5, 0.6))
     md = arithmetic_markdown(g, 0)

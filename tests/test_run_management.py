@@ -233,6 +233,33 @@ def test_the_page_handlers_rename_and_delete_and_refuse_a_training_run(runs):
     controller.close()
 
 
+def test_delete_asks_first_naming_the_run_in_the_pages_language_and_cancel_takes_the_question_back(runs):
+    """Delete only asks (the confirm and cancel buttons appear, the question names the run); with no run picked it
+    says so and shows no buttons; cancel hides them and clears the question. Nothing is deleted by either."""
+    from rloo_demo import i18n
+    from rloo_demo.ui.app import build_app
+
+    controller = controller_for(runs)
+    demo = build_app(controller)
+    handler = {fn.api_name: fn.fn for fn in demo.fns.values() if fn.api_name}
+    component = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    message, confirm, cancel = (component[k] for k in ("runs-manage-message", "run-delete-confirm",
+                                                       "run-delete-cancel"))
+
+    def shown(out):
+        return out[message], out[confirm].visible, out[cancel].visible
+
+    assert shown(handler["ask"]("older", "ru")) == (i18n.t("ru", "runs.confirm_text", name="older"), True, True)
+    assert "older" in i18n.t("ru", "runs.confirm_text", name="older") != i18n.t("en", "runs.confirm_text", name="x")
+    for nothing in ("", None):
+        assert shown(handler["ask"](nothing, "ru")) == (i18n.t("ru", "runs.pick_first"), False, False)
+    assert i18n.t("ru", "runs.pick_first") != i18n.t("en", "runs.pick_first")
+    assert shown(handler["ask"]("newer")) == (i18n.t("en", "runs.confirm_text", name="newer"), True, True)
+    assert shown(handler["lambda"]()) == ("", False, False)
+    assert (runs / "older").is_dir() and (runs / "newer").is_dir()
+    controller.close()
+
+
 # ----------------------------------------------------------------------------- Compare: picker, tables, report
 
 
