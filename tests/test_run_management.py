@@ -263,6 +263,20 @@ def test_delete_asks_first_naming_the_run_in_the_pages_language_and_cancel_takes
 # ----------------------------------------------------------------------------- Compare: picker, tables, report
 
 
+def test_a_held_out_prompt_picked_in_compare_fills_the_prompt_box_and_anything_else_clears_it(runs):
+    from rloo_demo.ui.app import build_app
+
+    controller = controller_for(runs)
+    try:
+        handler = {fn.api_name: fn.fn for fn in build_app(controller).fns.values() if fn.api_name}
+        pick = handler["compare_heldout"]
+        assert pick("The film was") == "The film was" and pick("") == ""
+        for not_text in (None, 3, ["The film was"], {"p": 1}):  # a direct call with any value
+            assert pick(not_text) == ""
+    finally:
+        controller.close()
+
+
 def test_compare_picker_defaults_to_the_newest_run_and_shows_labels(runs):
     from rloo_demo.ui.app import build_app
 
