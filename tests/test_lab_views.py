@@ -165,6 +165,24 @@ def test_the_rollouts_tabs_offset_box_draws_the_picked_step_and_group_in_the_pag
         controller.close()
 
 
+def test_another_group_drops_the_selection_from_the_arithmetic_and_the_token_view_in_the_pages_language(tmp_path):
+    from rloo_demo import i18n
+    from rloo_demo.ui.app import build_app
+    from rloo_demo.ui.rollouts_view import no_token_selection
+
+    controller = Controller(Runner(str(tmp_path), watchdog=False))
+    try:
+        drop = next(fn.fn for fn in build_app(controller).fns.values() if fn.api_name == "drop_selection")
+        for locale in ("ru", "en"):
+            values = sorted(map(str, drop(locale).values()))
+            want = sorted(["None", i18n.t(locale, "common.select_row"), str(no_token_selection(locale)), ""])
+            assert values == want
+        assert sorted(map(str, drop().values())) == want  # the default: English
+        assert i18n.t("ru", "common.select_row") != i18n.t("en", "common.select_row")
+    finally:
+        controller.close()
+
+
 def test_arithmetic_names_the_kl_that_shaped_the_reward_and_a_missing_baseline():
     g = make_group([1.0, 0.0, 0.5, 0.5], kl=(0.8, 0.5, 0.6))
     md = arithmetic_markdown(g, 0)
