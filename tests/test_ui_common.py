@@ -72,3 +72,56 @@ def test_an_error_reads_with_the_pages_heading_on_one_line_or_above_a_block(loca
 def test_no_request_is_no_address_and_no_counted_read_and_a_client_id_must_be_a_text():
     assert caller_of(None, "c") == Caller("c", None, False)
     assert caller_of(None, 42) == Caller("", None, False) and caller_of(None, None) == Caller("", None, False)
+
+
+# ----------------------------------------------------------------------------- guarded: errors as the handler's output
+
+
+def test_guarded_turns_a_refusal_or_a_bug_into_the_handlers_output_with_the_controllers_words():
+    from rloo_demo.errors import InputError
+    from rloo_demo.ui.common import guarded
+
+    controller = SimpleNamespace(error_text=lambda exc: f"told: {type(exc).__name__}: {exc}")
+
+    @guarded(controller, lambda msg: {"error": msg})
+    def handler(value, locale="en"):
+        if value == "bad":
+            raise InputError("value must be good")
+        if value == "bug":
+            raise ZeroDivisionError("division by zero")
+        return {"ok": value}
+
+    assert handler("fine") == {"ok": "fine"}
+    assert handler("bad", "ru") == {"error": "told: InputError: value must be good"}
+    assert handler("bug") == {"error": "told: ZeroDivisionError: division by zero"}
+
+
+def test_guarded_frames_an_error_in_the_language_of_the_handlers_own_locale_argument():
+    from rloo_demo.errors import InputError, TooLong
+    from rloo_demo.ui.common import guarded
+
+    controller = SimpleNamespace(error_text=lambda exc: f"told: {exc}")
+    errors = iter([])
+
+    @guarded(controller, lambda msg, locale: (msg, locale))
+    def handler(name, prompt, locale="en", watched=None):
+        raise next(errors)
+
+    too_long = TooLong("prompt", 12345, 2000)
+    ru = i18n.t("ru", "prompt.too_long", chars="12,345", limit="2,000")
+    assert ru != i18n.t("en", "prompt.too_long", chars="12,345", limit="2,000")
+    cases = [
+        ((("run", "p", "ru"), {}), too_long, (ru, "ru")),  # the locale given by position ...
+        ((("run", "p"), {"locale": "ru"}), too_long, (ru, "ru")),  # ... or by name
+        ((("run", "p"), {}), too_long, (i18n.t("en", "prompt.too_long", chars="12,345", limit="2,000"), "en")),
+        ((("run", "p", "xx-evil<script>"), {}), too_long, (i18n.t("en", "prompt.too_long", chars="12,345",
+                                                                   limit="2,000"), "en")),  # not a language
+        ((("run", "p", "ru"), {}), InputError("no such run"), ("told: no such run", "ru")),  # English words, ru frame
+        ((("run", "p", "ru"), {}), TooLong("note", 9, 5), ("told: " + str(TooLong("note", 9, 5)), "ru")),
+    ]
+    for (args, kwargs), error, want in cases:
+        errors = iter([error])
+        assert handler(*args, **kwargs) == want, (args, kwargs, error)
+    # a direct call with arguments the handler cannot take: the bug is told, framed in English (no locale bound)
+    message, locale = handler("run", "p", "ru", None, "extra")
+    assert locale == "en" and message.startswith("told: ") and "5 were given" in message
