@@ -107,3 +107,34 @@ def test_the_runs_table_words_its_rows_in_the_pages_language():
     table = run_table(summaries, "ka")
     assert table.value["data"] == run_rows(summaries, "ka") and table.value["headers"] == run_headers("ka")
     assert run_rows(summaries, "ka") != run_rows(summaries, "en")
+
+
+def test_the_page_load_gives_each_tab_its_own_label_the_visitor_its_id_and_the_language_it_asked_for(tmp_path):
+    """What a new page is sent: every tab its own label again (gradio then translates it in the page's language),
+    the client id it keeps or a new one for an id that is no text or too long, the language it asked for."""
+    from gradio.i18n import I18nData
+
+    from rloo_demo.server.runner import Runner
+    from rloo_demo.ui.app import build_app
+    from rloo_demo.ui.controller import Controller
+
+    controller = Controller(Runner(str(tmp_path / "runs"), watchdog=False))
+    try:
+        demo = build_app(controller)
+        load = next(f for f in demo.fns.values() if f.api_name == "page_load")
+        tabs = {b.id: b for b in demo.blocks.values() if isinstance(b, gr.Tab)}
+        assert sorted(tabs) == ["compare", "rollouts", "runs", "train"]
+        out = load.fn("visitor-1", "ru-RU")
+        labels = {
+            tab_id: out[tab].label.to_dict()["key"] if isinstance(out[tab].label, I18nData) else out[tab].label
+            for tab_id, tab in tabs.items()
+        }
+        assert labels == {tab_id: f"tab.{tab_id}" for tab_id in tabs}
+        by_value = list(out.values())
+        assert "visitor-1" in by_value and "ru" in by_value
+        for bad in (None, 7, "", "x" * 201):
+            fresh = load.fn(bad, "en")
+            ids = [v for v in fresh.values() if isinstance(v, str) and len(v) == 32]
+            assert ids and all(i != bad for i in ids)
+    finally:
+        controller.close()
