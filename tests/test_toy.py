@@ -288,3 +288,41 @@ def test_the_toys_draws_are_seeded_and_each_bit_is_its_own_coin():
     assert len(a) == 500 and all(len(d) == 4 and all(0 <= i < 8 for i in d) for d in a)
     ones = sum(bin(i).count("1") for d in a for i in d) / (500 * 4 * 3)
     assert ones == pytest.approx(sigmoid(0.3), abs=0.03)  # 6,000 coins of p = 0.574
+
+
+def test_the_toys_refusals_name_the_input_and_what_it_was_word_for_word():
+    cases = [
+        ((float("nan"), 4, 0.0), "eta must be a finite number, not nan"),
+        ((True, 4, 0.0), "eta must be a finite number, not True"),
+        ((10.5, 4, 0.0), "eta must be between -10 and 10, not 10.5"),
+        ((0.0, "4", 0.0), "K must be a finite number, not '4'"),
+        ((0.0, 3.5, 0.0), "K must be a whole number, not 3.5"),
+        ((0.0, 4, float("inf")), "offset must be a finite number, not inf"),
+        ((0.0, 4, "1" * 60), "offset must be a finite number, not '" + "1" * 39),  # cut at 40 characters
+    ]
+    for args, message in cases:
+        with pytest.raises(InputError) as caught:
+            check_inputs(*args)
+        assert str(caught.value) == message, args
+    assert check_inputs(-1.5, 6.0, 2) == (-1.5, 6, 2.0)
+
+
+def test_the_toys_offset_is_zero_unless_given_and_changes_what_it_reaches():
+    """Every function of the toy takes C = 0 by default; with C the reward moves by C and so do the estimators that
+    have no baseline of their own (REINFORCE), while the true gradient does not (E[C ∇ log p] = 0)."""
+    from rloo_demo.toy import cost, draw_gradients
+
+    z = STATES[5]
+    assert reward(z) == cost(z) and reward(z, 1.5) == cost(z) + 1.5
+    assert true_gradient(0.3) == true_gradient(0.3, 0.0)
+    assert true_gradient(0.3, 2.0) == pytest.approx(true_gradient(0.3, 0.0), abs=1e-12)
+    draw = [1, 6, 6, 3]
+    assert draw_gradients(draw, 0.3) == draw_gradients(draw, 0.3, 0.0)
+    assert draw_gradients(draw, 0.3, 2.0)["reinforce"] != pytest.approx(draw_gradients(draw, 0.3)["reinforce"])
+    assert draw_gradients(draw, 0.3, 2.0)["rloo"] == pytest.approx(draw_gradients(draw, 0.3)["rloo"])
+    assert exact_table(0.3, 3) == exact_table(0.3, 3, 0.0)
+    plain, shifted = exact_table(0.3, 3)["rows"], exact_table(0.3, 3, 2.0)["rows"]
+    (r,) = [i for i, row in enumerate(plain) if row["estimator"] == "reinforce"]
+    assert shifted[r]["variance"] > plain[r]["variance"] and shifted[r]["estimator"] == "reinforce"
+    assert variance_curves(0.3, ks=(2, 3)) == variance_curves(0.3, 0.0, ks=(2, 3))
+    assert variance_curves(0.3, 2.0, ks=(2, 3)) != variance_curves(0.3, ks=(2, 3))
