@@ -143,3 +143,21 @@ def test_a_completion_no_function_scored_is_nan_and_the_offset_joins_only_the_sc
     out = combine_scores([[None, 2.0, math.nan], [math.nan, 1.0, None]], [1.0, 3.0], offset=0.5)
     assert math.isnan(out[0]) and math.isnan(out[2]) and out[1] == 2.0 + 3.0 + 0.5
     assert combine_scores([], []) == []
+
+
+def test_the_only_scorable_reward_of_a_group_has_no_baseline_and_the_others_skip_the_unscorable():
+    nan = math.nan
+    assert all(math.isnan(b) for b in leave_one_out_baselines([0.5, nan]))  # one scorable: no sibling
+    assert all(math.isnan(b) for b in leave_one_out_baselines([nan, 0.25, nan]))
+    first, second, third = leave_one_out_baselines([nan, 0.3, 0.9])
+    assert math.isnan(first) and (second, third) == (pytest.approx(0.9), pytest.approx(0.3))
+    assert leave_one_out_advantages([0.5, nan]) == [0.0, 0.0]
+
+
+def test_reinforce_pp_normalises_with_the_eps_it_is_given():
+    from rloo_demo.advantages import reinforce_pp_advantages
+
+    rewards = [1.0, 0.0, 0.0, 1.0]  # mean 0.5, sample std 1/sqrt(3)
+    std = (1 / 3) ** 0.5
+    assert reinforce_pp_advantages(rewards, 2, eps=0.5) == pytest.approx([(r - 0.5) / (std + 0.5) for r in rewards])
+    assert reinforce_pp_advantages(rewards, 2) == pytest.approx(normalize(rewards))

@@ -278,3 +278,43 @@ def test_the_meters_metrics_and_its_summary_over_steps_by_hand():
     flat = summary_rows([{"rloo": {"variance": 0.0, "cosine": 1.0, "noise_to_signal": 0.0},
                           "reinforce": {"variance": 1.0, "cosine": 1.0, "noise_to_signal": 1.0}}])
     assert math.isnan(flat[1]["variance_vs_rloo"]) and math.isnan(flat[1]["noise_to_signal_vs_rloo"])
+
+
+def test_the_meters_schedule_counts_and_cap_at_their_edges(monkeypatch):
+    from rloo_demo.engine import variance
+    from rloo_demo.engine.variance import fits_in_memory, is_measured, measurements
+
+    assert [s for s in range(1, 5) if is_measured(s, 1)] == [1, 2, 3, 4]  # every step
+    assert [s for s in range(1, 8) if is_measured(s, 3)] == [3, 6]
+    assert not any(is_measured(s, 0) for s in range(1, 5))  # 0: the meter is off
+    assert (measurements(1, 1), measurements(7, 3), measurements(0, 1), measurements(5, 0)) == (1, 2, 0, 0)
+    per_param = (len(ESTIMATORS) + 1) * 4  # the accumulators' floats per parameter at R = 4
+    monkeypatch.setattr(variance, "MAX_METER_FLOATS", per_param * 1000)  # a cap that a policy can reach exactly
+    assert fits_in_memory(1000, replicates=4) and not fits_in_memory(1001, replicates=4)
+    assert fits_in_memory(2000, replicates=2) and not fits_in_memory(2001, replicates=2)  # R counts
+
+
+def test_summary_rows_divide_by_rloos_means_even_when_they_are_below_one_and_the_table_is_the_clis():
+    from rloo_demo.engine.variance import markdown_table, summary_rows
+
+    def stats(rloo, other):
+        return {"rloo": rloo, "grpo": other}
+
+    steps = [
+        stats({"variance": 0.2, "cosine": 0.9, "noise_to_signal": 0.4},
+              {"variance": 0.6, "cosine": 0.5, "noise_to_signal": 0.2}),
+        stats({"variance": 0.4, "cosine": 0.7, "noise_to_signal": 0.6},
+              {"variance": float("nan"), "cosine": 0.3, "noise_to_signal": 0.3}),  # a NaN is left out of the mean
+    ]
+    rloo, grpo = summary_rows(steps)
+    assert rloo == {"estimator": "rloo", "variance_vs_rloo": 1.0, "cosine_to_reference": pytest.approx(0.8),
+                    "noise_to_signal_vs_rloo": 1.0, "variance": pytest.approx(0.3)}
+    assert grpo == {"estimator": "grpo", "variance_vs_rloo": pytest.approx(0.6 / 0.3),
+                    "cosine_to_reference": pytest.approx(0.4), "noise_to_signal_vs_rloo": pytest.approx(0.25 / 0.5),
+                    "variance": pytest.approx(0.6)}
+    assert markdown_table([rloo, grpo]) == (
+        "| estimator | variance_vs_rloo | cosine_to_reference | noise_to_signal_vs_rloo | variance |\n"
+        "|---|---|---|---|---|\n"
+        "| rloo | 1.000 | 0.800 | 1.000 | 0.3 |\n"
+        "| grpo | 2.000 | 0.400 | 0.500 | 0.6 |"
+    )
