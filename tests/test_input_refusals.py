@@ -233,6 +233,13 @@ def test_fit_prompt_reads_the_policys_own_context(tmp_path):
     assert fit_prompt(str(POLICY), long, 16) == (*expected, context)
     assert n_tokens(expected[0]) <= context - 16
     assert fit_prompt(str(tmp_path), long, 16) == (long, 0, 0, None)  # no config: left to the model's load
+    # a chat's render (the template's text around the prompt) is handed on: the prompt keeps less of its end
+    def render(text):
+        return "A long system prompt around the question. " * 8 + text
+
+    framed = cut_to_fit(_tokenizer(str(POLICY)), long, 16, context, render)
+    assert fit_prompt(str(POLICY), long, 16, render) == (*framed, context)
+    assert len(framed[0]) < len(expected[0]) and framed[1] > expected[1]
     with pytest.raises(InputError, match="lone surrogate at character 3"):
         fit_prompt(str(POLICY), "abc\ud800", 16)
 
