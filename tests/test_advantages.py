@@ -10,6 +10,7 @@ from rloo_demo.advantages import (
     leave_one_out_advantages,
     leave_one_out_baselines,
     normalize,
+    reinforce_pp_advantages,
     shaped_rewards,
     weighted_reward,
 )
@@ -155,8 +156,6 @@ def test_the_only_scorable_reward_of_a_group_has_no_baseline_and_the_others_skip
 
 
 def test_reinforce_pp_normalises_with_the_eps_it_is_given():
-    from rloo_demo.advantages import reinforce_pp_advantages
-
     rewards = [1.0, 0.0, 0.0, 1.0]  # mean 0.5, sample std 1/sqrt(3)
     std = (1 / 3) ** 0.5
     assert reinforce_pp_advantages(rewards, 2, eps=0.5) == pytest.approx([(r - 0.5) / (std + 0.5) for r in rewards])

@@ -84,7 +84,9 @@ def expected_rows(beta, clip=None):
     return policy, ref, kl, weighted, shaped, baseline, raw_adv
 
 
-def record(trainer, policy, ref, advantages):
+def record(trainer, policy, ref, advantages, boundary=True):
+    """The hand-made batch recorded; ``boundary``: then the step boundary, which hands the groups to the sink (and,
+    with the tokens recorded, starts the after pass, which needs a model)."""
     trainer._record(
         {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": [policy, ref]},
         {
@@ -95,7 +97,8 @@ def record(trainer, policy, ref, advantages):
             "prompt_mask": torch.ones(6, 2, dtype=torch.long),
         },
     )
-    trainer._finish_step()  # the step boundary: the step's groups go to the sink once the update is done
+    if boundary:
+        trainer._finish_step()  # the step boundary: the step's groups go to the sink once the update is done
     return trainer.last_rollouts
 
 
@@ -147,17 +150,7 @@ def test_record_adds_k2_k3_the_rank_the_offset_the_tokens_and_logs_the_step_metr
     trainer.record_tokens, trainer.processing_class = True, _Pieces()
     policy, ref, kl, weighted, shaped, _, raw_adv = expected_rows(0.2)
     before = time.perf_counter()
-    trainer._record(  # no step boundary: with the tokens recorded it would start the after pass, on no model
-        {"rewards_per_func": torch.tensor(RAW), "prompts": PROMPTS, "completions": TEXTS, "logps": [policy, ref]},
-        with_prompts(
-            {
-                "completion_mask": torch.tensor(MASK),
-                "advantages": torch.tensor(raw_adv),
-                "completion_ids": torch.arange(24).view(6, 4),
-            }
-        ),
-    )
-    rows = [r for g in trainer.last_rollouts for r in g["completions"]]
+    rows = [r for g in record(trainer, policy, ref, raw_adv, boundary=False) for r in g["completions"]]
     elapsed = time.perf_counter() - before
     d = [[float(policy[i, t] - ref[i, t]) for t in range(4) if MASK[i][t]] for i in range(6)]
     k2 = [sum(0.5 * x * x for x in row) for row in d]

@@ -51,6 +51,16 @@ def controller_for(root, limits=LOCAL) -> Controller:
     return Controller(Runner(str(root), watchdog=False, limits=limits))
 
 
+def page_of(controller) -> tuple[dict, dict]:
+    """The page built on ``controller``: its handlers by API name and its components by element id."""
+    from rloo_demo.ui.app import build_app
+
+    demo = build_app(controller)
+    handler = {fn.api_name: fn.fn for fn in demo.fns.values() if fn.api_name}
+    component = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    return handler, component
+
+
 @pytest.fixture
 def runs(tmp_path):
     root = tmp_path / "runs"
@@ -209,13 +219,9 @@ def test_hostile_run_names_are_refused_without_touching_the_disk(tmp_path, runs,
 def test_the_page_handlers_rename_and_delete_and_refuse_a_training_run(runs):
     """The Runs tab's own events (what a click, or a direct call with any values, runs): save shows the new name in
     the table, delete removes the row, a training run's refusal is said, not raised."""
-    from rloo_demo.ui.app import build_app
-
     make_run(runs, "training", status="running", **process_identity())
     controller = controller_for(runs)
-    demo = build_app(controller)
-    handler = {fn.api_name: fn.fn for fn in demo.fns.values() if fn.api_name}
-    component = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    handler, component = page_of(controller)
 
     out = handler["runs_label"]("me", "older", "renamed", "a note", [], "en")
     rows = {row[0]: row for row in out[component["runs-table"]].value["data"]}
@@ -237,12 +243,9 @@ def test_delete_asks_first_naming_the_run_in_the_pages_language_and_cancel_takes
     """Delete only asks (the confirm and cancel buttons appear, the question names the run); with no run picked it
     says so and shows no buttons; cancel hides them and clears the question. Nothing is deleted by either."""
     from rloo_demo import i18n
-    from rloo_demo.ui.app import build_app
 
     controller = controller_for(runs)
-    demo = build_app(controller)
-    handler = {fn.api_name: fn.fn for fn in demo.fns.values() if fn.api_name}
-    component = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    handler, component = page_of(controller)
     message, confirm, cancel = (component[k] for k in ("runs-manage-message", "run-delete-confirm",
                                                        "run-delete-cancel"))
 
@@ -264,12 +267,9 @@ def test_delete_asks_first_naming_the_run_in_the_pages_language_and_cancel_takes
 
 
 def test_a_held_out_prompt_picked_in_compare_fills_the_prompt_box_and_anything_else_clears_it(runs):
-    from rloo_demo.ui.app import build_app
-
     controller = controller_for(runs)
     try:
-        handler = {fn.api_name: fn.fn for fn in build_app(controller).fns.values() if fn.api_name}
-        pick = handler["compare_heldout"]
+        pick = page_of(controller)[0]["compare_heldout"]
         assert pick("The film was") == "The film was" and pick("") == ""
         for not_text in (None, 3, ["The film was"], {"p": 1}):  # a direct call with any value
             assert pick(not_text) == ""

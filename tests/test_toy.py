@@ -26,6 +26,8 @@ from rloo_demo.toy import (
     STATES,
     check_inputs,
     closed_form_gradient,
+    cost,
+    draw_gradients,
     exact_moments,
     exact_table,
     reward,
@@ -310,8 +312,6 @@ def test_the_toys_refusals_name_the_input_and_what_it_was_word_for_word():
 def test_the_toys_offset_is_zero_unless_given_and_changes_what_it_reaches():
     """Every function of the toy takes C = 0 by default; with C the reward moves by C and so do the estimators that
     have no baseline of their own (REINFORCE), while the true gradient does not (E[C ∇ log p] = 0)."""
-    from rloo_demo.toy import cost, draw_gradients
-
     z = STATES[5]
     assert reward(z) == cost(z) and reward(z, 1.5) == cost(z) + 1.5
     assert true_gradient(0.3) == true_gradient(0.3, 0.0)

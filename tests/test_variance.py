@@ -20,11 +20,15 @@ import pytest
 import torch
 
 from rloo_demo.advantages import ESTIMATORS, leave_one_out_advantages
+from rloo_demo.engine import variance
 from rloo_demo.engine.meter import score_gradient
 from rloo_demo.engine.variance import (
     GradientAccumulator,
     ReplicatePlan,
+    fits_in_memory,
+    is_measured,
     markdown_table,
+    measurements,
     meter_statistics,
     metrics_record,
     summary_rows,
@@ -281,9 +285,6 @@ def test_the_meters_metrics_and_its_summary_over_steps_by_hand():
 
 
 def test_the_meters_schedule_counts_and_cap_at_their_edges(monkeypatch):
-    from rloo_demo.engine import variance
-    from rloo_demo.engine.variance import fits_in_memory, is_measured, measurements
-
     assert [s for s in range(1, 5) if is_measured(s, 1)] == [1, 2, 3, 4]  # every step
     assert [s for s in range(1, 8) if is_measured(s, 3)] == [3, 6]
     assert not any(is_measured(s, 0) for s in range(1, 5))  # 0: the meter is off
@@ -295,8 +296,6 @@ def test_the_meters_schedule_counts_and_cap_at_their_edges(monkeypatch):
 
 
 def test_summary_rows_divide_by_rloos_means_even_when_they_are_below_one_and_the_table_is_the_clis():
-    from rloo_demo.engine.variance import markdown_table, summary_rows
-
     def stats(rloo, other):
         return {"rloo": rloo, "grpo": other}
 
