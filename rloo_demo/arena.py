@@ -18,7 +18,8 @@ The summary has one row per estimator:
 - KL of the trained policy to the base (nats per completion, the evaluation's Monte-Carlo estimate);
 - mean step time (TRL's ``step_time``, first step left out) and peak RSS of the training process;
 - the judges of the trained samples (distinct-2, repetition) and how many runs tripped the collapse warning;
-- the models held in memory, with parameter counts, as each trainer recorded them (``status.json``).
+- the models held in memory, with parameter counts, as each trainer recorded them (``status.json``), said once
+  above the table.
 PPO would hold a fourth model, a value network of about the policy's size; TRL 1.16 has no PPOTrainer (removed in
 PR #7020), so that row is quoted, not measured.
 
@@ -125,15 +126,30 @@ def _fmt(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, int | float) and math.isfinite(value) else "–"
 
 
+def models_line(rows: Sequence[dict]) -> str:
+    """What the trainers held in memory, said once above the table: one text when every estimator held the same
+    models (the usual case: a 60-character text repeated in each row made the table too wide to read), else each
+    text with the estimators that held it."""
+    held: dict[str, list[str]] = {}
+    for r in rows:
+        held.setdefault(models_text(r.get("models")), []).append(str(r["estimator"]))
+    if len(held) == 1:
+        return f"Models held in memory, by every estimator: {next(iter(held))}."
+    return "Models held in memory: " + "; ".join(f"{', '.join(names)}: {text}" for text, names in held.items()) + "."
+
+
 def markdown_table(rows: Sequence[dict], settings: str = "") -> str:
-    """The arena's table, one row per estimator, then PPO's quoted row and the β note."""
+    """The arena's table, one row per estimator, then PPO's quoted row; the models held in memory above it, what
+    PPO would hold and the β note under it."""
     lines = []
     if settings:
         lines += [settings, ""]
+    if rows:
+        lines += [models_line(rows), ""]
     lines += [
         "| estimator | runs | held-out gain [95% CI] | KL to base (nats) | distinct-2 | repetition | "
-        "mean step time (s) | peak RSS (MB) | models held in memory |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "mean step time (s) | peak RSS (MB) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ci = r.get("gain_ci95") or [None, None]
@@ -142,26 +158,51 @@ def markdown_table(rows: Sequence[dict], settings: str = "") -> str:
             f"| {r['estimator']} | {r['runs']} | {_fmt(r.get('gain'), '+.3f')} [{_fmt(ci[0], '+.3f')}, "
             f"{_fmt(ci[1], '+.3f')}] | {_fmt(r.get('kl_to_base'), '.1f')} | {_fmt(r.get('distinct_2'), '.2f')} | "
             f"{_fmt(r.get('repetition'), '.2f')}{collapsed} | {_fmt(r.get('step_seconds'), '.2f')} | "
-            f"{_fmt(r.get('peak_rss_mb'), '.0f')} | {models_text(r.get('models'))} |"
+            f"{_fmt(r.get('peak_rss_mb'), '.0f')} |"
         )
     policy = next((r["models"].get("policy") for r in rows if r.get("models")), None)
-    lines.append(
-        f"| ppo (not run) | – | – | – | – | – | – | – | policy + reference + reward + a value network of about the "
-        f"policy's size ({_params(policy)}): {PPO_NOTE} |"
-    )
-    lines += ["", BETA_NOTE]
+    lines.append("| ppo (not run) | – | – | – | – | – | – | – |")
+    lines += [
+        "",
+        f"PPO (not run) would hold the policy, the reference, the reward and a value network of about the policy's "
+        f"size ({_params(policy)}): {PPO_NOTE}.",
+        "",
+        BETA_NOTE,
+    ]
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- running
 
 
+# A child's ``ru_maxrss`` counts the memory of the process it was forked from until its exec: from a parent of
+# 2 GB, every child read at least 2 GB. So a small launcher (its own Python, a few MB) starts the command and
+# reports that grandchild's peak through a pipe; the launcher's own inflated figure is never read.
+_LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "child = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(child.pid, 0)\n"
+    "os.write(int(sys.argv[1]), str(usage.ru_maxrss).encode())\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def _run(command: list[str], log) -> tuple[int, float]:
-    """Run a child process to the end; ``(exit status, its peak RSS in MB)`` (Linux ``wait4``: this child only)."""
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024  # KB on Linux
+    """Run a child process to the end; ``(exit status, its peak RSS in MB)`` (Linux ``wait4``: this child only, as
+    started from the launcher above, not from this process)."""
+    read, write = os.pipe()
+    try:
+        launcher = [sys.executable, "-c", _LAUNCHER, str(write), *command]
+        proc = subprocess.Popen(launcher, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ), pass_fds=(write,))
+        os.close(write)
+        write = None
+        code = proc.wait()
+        peak_kb = os.read(read, 64).decode() or "nan"  # nothing written: the launcher itself failed
+    finally:
+        os.close(read)
+        if write is not None:
+            os.close(write)
+    return code, float(peak_kb) / 1024  # KB on Linux
 
 
 def run_record(run_path: Path, estimator: str, seed: int, peak_rss_mb: float) -> dict:

@@ -34,13 +34,14 @@ from dataclasses import MISSING, fields
 from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.arena import arena_estimators, run_arena
 from rloo_demo.chat import CHAT, to_messages
-from rloo_demo.config import TEMPERATURE_RANGE, RunConfig
-from rloo_demo.engine.prechecks import prerun_warnings
+from rloo_demo.config import TEMPERATURE_RANGE, RunConfig, help_text
 from rloo_demo.errors import InputError, NotFound, UserError
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.policy import load_policy
 from rloo_demo.models.templates import effective_template, has_chat_template
-from rloo_demo.server.limits import as_float, as_int
+from rloo_demo.prechecks import prerun_warnings
+from rloo_demo.public.limits import as_float, as_int
 from rloo_demo.store.folder import open_run
 from rloo_demo.toy import exact_table
 from rloo_demo.toy import markdown_table as toy_markdown
@@ -68,7 +69,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         optional = isinstance(hint, types.UnionType) and type(None) in args
         base = next((a for a in args if a is not type(None)), hint) if optional else hint
         default = f.default if f.default is not MISSING else f.default_factory()
-        kw: dict = {"dest": f.name, "default": argparse.SUPPRESS, "help": f"{f.metadata['help']} (default: {default})"}
+        kw: dict = {"dest": f.name, "default": argparse.SUPPRESS, "help": f"{help_text(f.name)} (default: {default})"}
         if base is bool:
             kw["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(base) is list:
@@ -198,7 +199,7 @@ def cmd_train(args) -> int:
         as_float("--max-seconds", args.max_seconds, 1.0, 1e9)
     state = RunState(config, budget_seconds=args.max_seconds)
     # SIGTERM (docker stop, a scheduler) stops at the next step boundary and saves the model, like Stop in the app.
-    signal.signal(signal.SIGTERM, lambda signum, frame: state.request_stop("it received SIGTERM"))
+    signal.signal(signal.SIGTERM, lambda signum, frame: state.request_stop(Message("stop.sigterm")))
     state = train(config, state, progress=True, stop_file=args.stop_file)
     if state.run is None:  # a non-main process of a multi-process run
         return 0 if state.status != "failed" else 1

@@ -1,8 +1,10 @@
 """RunConfig: everything one RLOO run needs, as a plain dataclass that validates before any model loads.
 
 It round-trips through YAML or JSON (``to_text`` / ``load``), becomes TRL's ``RLOOConfig``
-(``rloo_demo.engine.trl_args``) and drives the CLI, whose flags are generated from the fields and their ``help``
-metadata.
+(``rloo_demo.engine.trl_args``) and drives the CLI. Each setting is declared once, as TRL declares its own: one
+field whose metadata carries its help (a text key, so the help reads in every language), its ``Range`` (which
+``problems`` checks and the help writes out) and, for a setting on the Train form, its ``Widget``. The CLI's flags,
+the form (``rloo_demo.ui.forms``) and the checks are all read from it.
 
 The defaults are the ones that visibly learn on a 2-core CPU in about a minute while the text stays as readable as
 the base model's (``scripts/bench_engine.py``): the tutorial's lr of 1e-6 and 10 steps move a small model not at
@@ -15,17 +17,18 @@ from __future__ import annotations
 import json
 import math
 import re
-import types
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import Field, asdict, dataclass, field, fields
 from pathlib import Path
 
 from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.chat import AUTO, CHAT
-from rloo_demo.errors import ConfigError, UserError
+from rloo_demo.errors import ConfigError, UserError, message_of
+from rloo_demo.i18n import Message, t
 from rloo_demo.models.hub import EMBEDDED_POLICY
+from rloo_demo.settings import POSITIVE, Range, Widget, describe, type_ok
 from rloo_demo.task.data import EMBEDDED_SOURCE, TEMPLATES, is_local_file
-from rloo_demo.task.rewards import check_reward_name, metric_name
+from rloo_demo.task.rewards import REWARDS, check_reward_name, metric_name
 
 # A run's config.yaml ends with a top-level ``launch:`` block (world size, backend, each rank's pid) written by
 # ``rloo_demo.engine.distributed``; ``load`` sets it aside, so the file still loads with ``--config``.
@@ -34,7 +37,7 @@ LAUNCH_KEY = "launch"
 
 MAX_CONFIG_CHARS = 20_000  # a RunConfig in JSON is about 700 characters
 MAX_SEED = 2**32 - 1  # numpy's and torch's seeding accept [0, 2**32)
-RUN_NAME_RULE = "use 1 to 100 of A-Z a-z 0-9 . _ -, not starting with '.'"
+RUN_NAME_RULE = Message("cfg.run_name")  # "use 1 to 100 of A-Z a-z 0-9 . _ -, not starting with '.'"
 _RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _NAME = re.compile(r"[A-Za-z0-9_.]{1,100}")
 TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to name -> module
@@ -62,10 +65,10 @@ def tracker_problem(report_to: str) -> str | None:
         if name == "none":
             continue
         if name not in TRACKERS:
-            return f"unknown tracker {_short_repr(name)}; use none or {', '.join(TRACKERS)} (comma-separated)"
+            return Message("cfg.tracker_unknown", name=_short_repr(name), choices=", ".join(TRACKERS))
         if importlib.util.find_spec(TRACKERS[name]) is None:
             install = TRACKER_INSTALL.get(name, f"pip install {TRACKERS[name]}")
-            return f"tracker {name!r} is not installed here; {install}, or use none"
+            return Message("cfg.tracker_missing", name=repr(name), install=install)
     return None
 
 
@@ -74,11 +77,11 @@ def vllm_problem() -> str | None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        return "vllm is not installed here; on a machine with a GPU, pip install vllm, or leave use_vllm off"
+        return Message("cfg.vllm_missing")
     import torch
 
     if not torch.cuda.is_available():
-        return "vLLM generates on a GPU and this machine has none; leave use_vllm off (transformers generates)"
+        return Message("cfg.vllm_no_gpu")
     return None
 
 
@@ -91,7 +94,7 @@ def text_problem(value: str) -> str | None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        return f"is not valid Unicode text (a lone surrogate at character {exc.start})"
+        return Message("cfg.surrogate", at=exc.start)
     return None
 
 
@@ -100,42 +103,9 @@ def _short_repr(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _type_ok(value, hint) -> bool:
-    """Whether ``value`` fits a RunConfig annotation, the way JSON would carry it."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return any(_type_ok(value, a) for a in args)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is list:
-        return isinstance(value, list) and len(value) <= 64 and all(_type_ok(v, args[0]) for v in value)
-    raise TypeError(f"no type check for {hint}")
-
-
-def _describe(hint) -> str:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return " or ".join(_describe(a) for a in args)
-    if origin is list:
-        return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
-    return {
-        type(None): "null",
-        bool: "true or false",
-        int: "a whole number",
-        float: "a finite number",
-        str: "a text",
-    }[hint]
-
-
-def _f(default, help: str, **kw):  # noqa: A002 - mirrors argparse / TRL's "help" metadata
+def _f(default, help: str, **kw):  # noqa: A002 - TRL's "help" metadata, here a text key (``help_text``)
+    """A setting: its default and its help key, and in ``kw`` its ``range``, ``chars`` (most characters of a text),
+    ``choices`` and ``form`` (a ``Widget``)."""
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata={"help": help, **kw})
     return field(default=default, metadata={"help": help, **kw})
@@ -144,72 +114,99 @@ def _f(default, help: str, **kw):  # noqa: A002 - mirrors argparse / TRL's "help
 @dataclass
 class RunConfig:
     # --- model, reward, data
-    policy: str = _f(EMBEDDED_POLICY, "policy to train: 'embedded:tiny-imdb-gpt2', a local folder or a hub id")
-    rewards: list[str] = _f(
-        ["vader_compound"],
-        "reward functions: vader_compound, sentiment_classifier, length_penalty, classifier:<hub id or folder>, "
-        "keyword:<word>, length_target:<words> or module:<file.py>:<function> (your own, local only)",
+    policy: str = _f(EMBEDDED_POLICY, "help.policy", chars=300, form=Widget("basic", "train.policy", "dropdown"))
+    rewards: list[str] = _f(["vader_compound"], "help.rewards", form=Widget("basic", "train.rewards", "choices"))
+    reward_weights: list[float] | None = _f(
+        None, "help.reward_weights", range=Range(-MAX_REWARD_WEIGHT, MAX_REWARD_WEIGHT, "cfg.weight_range")
     )
-    reward_weights: list[float] | None = _f(None, "one weight per reward function, in [-1000, 1000] (default: 1 each)")
-    data_source: str = _f(EMBEDDED_SOURCE, "prompts: 'embedded:imdb', a .csv/.jsonl file or a hub dataset id")
-    text_column: str = _f("text", "column of the data source that holds the review text")
+    data_source: str = _f(
+        EMBEDDED_SOURCE, "help.data_source", chars=500, form=Widget("sampling", "train.prompts", "text")
+    )
+    text_column: str = _f("text", "help.text_column", chars=100)
     prompt_template: str = _f(
         AUTO,
-        "auto (chat if the policy's tokenizer has a chat template, else continuation), continuation (first words of "
-        "a review), instruction (the tutorial's) or chat (the instruction as the user turn, through the chat template)",
+        "help.prompt_template",
+        choices=PROMPT_TEMPLATES,
+        form=Widget("sampling", "train.template", "radio", info="train.template_info"),
     )
-    system_prompt: str | None = _f(None, "system message of chat prompts (chat template only)")
-    prompt_words: int = _f(8, "words of the review that a continuation prompt keeps")
+    system_prompt: str | None = _f(None, "help.system_prompt", form=Widget("sampling", "train.system_prompt", "text"))
+    prompt_words: int = _f(8, "help.prompt_words", range=POSITIVE)
 
     # --- RLOO
-    num_generations: int = _f(4, "K: completions sampled per prompt (the leave-one-out group size, >= 2)")
-    prompts_per_step: int = _f(4, "prompts per optimisation step; a step scores prompts_per_step x K completions")
-    generation_batch_size: int | None = _f(
-        None, "completions per step, TRL-style; if set it must be divisible by K and overrides prompts_per_step"
+    num_generations: int = _f(
+        4,
+        "help.num_generations",
+        range=Range(2, problem="cfg.k_min"),
+        form=Widget("basic", "train.k", "whole", "batch", "k-input"),
     )
-    max_steps: int = _f(150, "optimisation steps")
-    learning_rate: float = _f(5e-4, "AdamW learning rate (constant)")
-    beta: float = _f(0.05, "KL coefficient in [0, 100]: reward -= beta * sum of (logp - logp_ref); 0 drops the ref")
-    normalize_advantages: bool = _f(False, "rescale each batch's advantages to zero mean and unit std")
-    max_new_tokens: int = _f(24, "tokens generated per completion")
-    temperature: float = _f(1.0, "sampling temperature during training, in [0.01, 10]")
-    top_p: float = _f(1.0, "nucleus sampling threshold during training (1 = off)")
-    seed: int = _f(42, "random seed for sampling, prompt order and initialisation")
+    prompts_per_step: int = _f(
+        4, "help.prompts_per_step", range=POSITIVE, form=Widget("basic", "train.prompts_per_step", "whole", "batch")
+    )
+    generation_batch_size: int | None = _f(
+        None, "help.generation_batch_size", range=Range(1, problem="cfg.batch_positive")
+    )
+    max_steps: int = _f(
+        150, "help.max_steps", range=POSITIVE, form=Widget("basic", "train.steps", "whole", "steps", "steps-input")
+    )
+    learning_rate: float = _f(
+        5e-4,
+        "help.learning_rate",
+        range=Range(0, 1, "cfg.learning_rate", open_lo=True),
+        form=Widget("basic", "train.learning_rate", row="steps"),
+    )
+    beta: float = _f(
+        0.05,
+        "help.beta",
+        range=Range(0, MAX_BETA, "cfg.beta"),
+        form=Widget("basic", "train.beta", row="steps", info="train.beta_info"),
+    )
+    normalize_advantages: bool = _f(
+        False, "help.normalize_advantages", form=Widget("lora", "train.normalize", "checkbox", "lora")
+    )
+    max_new_tokens: int = _f(
+        24, "help.max_new_tokens", range=POSITIVE, form=Widget("sampling", "common.max_new_tokens", "whole", "sample")
+    )
+    temperature: float = _f(
+        1.0,
+        "help.temperature",
+        range=Range(*TEMPERATURE_RANGE),
+        form=Widget("sampling", "common.temperature", row="sample"),
+    )
+    top_p: float = _f(1.0, "help.top_p", range=Range(0, 1, "cfg.top_p", open_lo=True))
+    seed: int = _f(
+        42, "help.seed", range=Range(0, MAX_SEED, "cfg.seed"), form=Widget("sampling", "common.seed", "whole", "sample")
+    )
 
     # --- why leave-one-out? (docs/learning.md; rloo_demo.engine.trainers, rloo_demo.engine.variance)
-    estimator: str = _f(
-        "rloo",
-        "rloo (this trainer), reinforce (the same trainer without a baseline: A = r) or grpo (TRL's GRPOTrainer: "
-        "A = (r - group mean) / group std, beta in the loss instead of the reward)",
-    )
+    estimator: str = _f("rloo", "help.estimator", choices=ESTIMATOR_CHOICES)
     reward_offset: float = _f(
         0.0,
-        "a constant added to every completion's reward before the KL shaping (the baseline lab): leave-one-out "
-        "advantages do not change, plain REINFORCE's shift by it and grow noisier (rloo and reinforce runs)",
+        "help.reward_offset",
+        range=Range(-MAX_REWARD_OFFSET, MAX_REWARD_OFFSET, "cfg.between"),
+        form=Widget("own_rewards", "train.reward_offset", info="train.reward_offset_info"),
     )
     variance_every: int = _f(
         0,
-        "gradient-variance meter: every N steps, measure each estimator's gradient variance and cosine to a 4x "
-        "reference on the step's prompts (0 = off; rloo and reinforce runs)",
+        "help.variance_every",
+        range=Range(0, problem="cfg.variance_every"),
+        form=Widget("diagnostics", "train.variance_every", "whole"),
     )
     # --- what the run records
-    record_tokens: bool = _f(
-        True, "per-token log-probabilities (before and after the update), reference and entropy in rollouts.jsonl"
-    )
-    snapshot_every: int = _f(25, "save a policy snapshot every N steps for the Rollouts tab's probe (0 = off)")
+    record_tokens: bool = _f(True, "help.record_tokens")
+    snapshot_every: int = _f(25, "help.snapshot_every", range=Range(0, problem="cfg.snapshot_every"))
 
     # --- bigger models
-    use_lora: bool = _f(False, "train a LoRA adapter (PEFT) instead of all weights; the reference is the base model")
-    lora_r: int = _f(8, "LoRA rank")
-    lora_alpha: int = _f(16, "LoRA scaling numerator (the update is scaled by alpha / r)")
-    lora_target_modules: list[str] | None = _f(None, "modules to adapt (default: all linear layers)")
-    bf16: bool = _f(False, "bf16 autocast on a GPU; weights and log-probabilities stay fp32")
-    use_vllm: bool = _f(False, "generate with vLLM colocated on the GPU (TRL's vllm_mode='colocate'); needs vllm")
+    use_lora: bool = _f(False, "help.use_lora", form=Widget("lora", "train.lora", "checkbox", "lora"))
+    lora_r: int = _f(8, "help.lora_r", range=POSITIVE, form=Widget("lora", "train.lora_r", "whole", "lora", width=80))
+    lora_alpha: int = _f(16, "help.lora_alpha", range=POSITIVE)
+    lora_target_modules: list[str] | None = _f(None, "help.lora_target_modules")
+    bf16: bool = _f(False, "help.bf16", form=Widget("lora", "train.bf16", "checkbox", "gpu", shown="local"))
+    use_vllm: bool = _f(False, "help.use_vllm", form=Widget("lora", "train.vllm", "checkbox", "gpu", shown="local"))
 
     # --- output
-    output_dir: str = _f("runs", "folder that holds one sub-folder per run")
-    run_name: str | None = _f(None, "name of the run folder (default: time stamp and settings)")
-    report_to: str = _f("none", "TRL trackers: none, tensorboard, trackio, wandb (comma-separated)")
+    output_dir: str = _f("runs", "help.output_dir", chars=4096)
+    run_name: str | None = _f(None, "help.run_name")
+    report_to: str = _f("none", "help.report_to")
 
     # ------------------------------------------------------------------ derived
 
@@ -234,9 +231,9 @@ class RunConfig:
         not a number (``true`` as a step count is refused, not read as 1)."""
         hints = typing.get_type_hints(RunConfig)
         p = {
-            f.name: f"must be {_describe(hints[f.name])}, not {_short_repr(getattr(self, f.name))}"
+            f.name: Message("cfg.type", kind=describe(hints[f.name]), value=_short_repr(getattr(self, f.name)))
             for f in fields(self)
-            if not _type_ok(getattr(self, f.name), hints[f.name])
+            if not type_ok(getattr(self, f.name), hints[f.name])
         }
         for f in fields(self):  # a text no file, tokenizer or answer can encode
             value = getattr(self, f.name)
@@ -255,86 +252,63 @@ class RunConfig:
         def ok(*names: str) -> bool:
             return not any(n in p for n in names)
 
-        if ok("num_generations") and self.num_generations < 2:
-            p["num_generations"] = (
-                f"K={self.num_generations}: RLOO needs at least 2 completions per prompt for a leave-one-out "
-                "baseline; use 4 to 8"
+        for f in fields(self):  # the ranges and lengths the fields declare (a list's items are checked below)
+            value, limit, chars = getattr(self, f.name), f.metadata.get("range"), f.metadata.get("chars")
+            if not ok(f.name) or value is None or isinstance(value, list):
+                continue
+            if limit is not None and not limit.holds(value):
+                p[f.name] = limit.refusal(value)
+            elif chars is not None and not 0 < len(value.strip()) <= chars:
+                p[f.name] = Message("cfg.text_length", max=chars)
+        batch = self.generation_batch_size
+        if ok("generation_batch_size", "num_generations") and batch is not None and batch % self.num_generations:
+            lo = batch // self.num_generations * self.num_generations
+            # the multiples of K either side (one only below K: "use 4 or 4" said nothing)
+            near = sorted({max(lo, self.num_generations), lo + self.num_generations})
+            p["generation_batch_size"] = Message(
+                "cfg.batch_divisible",
+                batch=batch,
+                k=self.num_generations,
+                near=near[0] if len(near) == 1 else Message("cfg.either", a=near[0], b=near[1]),
             )
-        if ok("generation_batch_size", "num_generations") and self.generation_batch_size is not None:
-            if self.generation_batch_size <= 0:
-                p["generation_batch_size"] = "must be a positive number of completions per step"
-            elif "num_generations" not in p and self.generation_batch_size % self.num_generations:
-                lo = self.generation_batch_size // self.num_generations * self.num_generations
-                # the multiples of K either side (one only below K: "use 4 or 4" said nothing)
-                near = sorted({max(lo, self.num_generations), lo + self.num_generations})
-                p["generation_batch_size"] = (
-                    f"the generation batch of {self.generation_batch_size} completions must be evenly divisible by "
-                    f"num_generations (K={self.num_generations}); use {' or '.join(map(str, near))}"
-                )
-        for name in ("prompts_per_step", "max_steps", "max_new_tokens", "prompt_words", "lora_r", "lora_alpha"):
-            if ok(name) and getattr(self, name) <= 0:
-                p[name] = f"must be a positive whole number, not {getattr(self, name)!r}"
-        if ok("snapshot_every") and self.snapshot_every < 0:
-            p["snapshot_every"] = f"must be 0 (no snapshots) or a positive number of steps, not {self.snapshot_every!r}"
-        if ok("seed") and not 0 <= self.seed <= MAX_SEED:
-            p["seed"] = f"must be between 0 and {MAX_SEED}, not {self.seed}"
-        if ok("learning_rate") and not 0 < self.learning_rate <= 1:
-            p["learning_rate"] = f"must be in (0, 1], not {self.learning_rate!r} (try 5e-4 for the embedded model)"
-        if ok("beta") and not 0 <= self.beta <= MAX_BETA:
-            p["beta"] = f"must be >= 0 and <= {MAX_BETA:g}, not {self.beta!r} (0 turns the KL penalty off)"
-        lo, hi = TEMPERATURE_RANGE
-        if ok("temperature") and not lo <= self.temperature <= hi:
-            p["temperature"] = f"must be in [{lo:g}, {hi:g}], not {self.temperature!r}"
-        if ok("top_p") and not 0 < self.top_p <= 1:
-            p["top_p"] = f"must be in (0, 1], not {self.top_p!r}"
         if ok("estimator") and self.estimator not in ESTIMATOR_CHOICES:
-            p["estimator"] = f"unknown estimator {_short_repr(self.estimator)}; use {', '.join(ESTIMATOR_CHOICES)}"
-        if ok("reward_offset") and abs(self.reward_offset) > MAX_REWARD_OFFSET:
-            limit = f"{MAX_REWARD_OFFSET:g}"
-            p["reward_offset"] = f"must be between -{limit} and {limit}, not {self.reward_offset!r}"
-        elif ok("reward_offset", "estimator") and self.reward_offset and self.estimator == "grpo":
-            p["reward_offset"] = (
-                "GRPO's advantage (r - group mean) / group std removes any constant offset, so it would change "
-                "nothing; use the offset with estimator rloo or reinforce, or leave it 0"
+            p["estimator"] = Message(
+                "cfg.estimator", name=_short_repr(self.estimator), choices=", ".join(ESTIMATOR_CHOICES)
             )
-        if ok("variance_every") and self.variance_every < 0:
-            p["variance_every"] = f"must be 0 (off) or a number of steps, not {self.variance_every!r}"
-        elif ok("variance_every", "estimator") and self.variance_every and self.estimator == "grpo":
-            p["variance_every"] = "the meter measures on RLOO's captured batch: use it with estimator rloo or reinforce"
+        if ok("reward_offset", "estimator") and self.reward_offset and self.estimator == "grpo":
+            p["reward_offset"] = Message("cfg.offset_grpo")
+        if ok("variance_every", "estimator") and self.variance_every and self.estimator == "grpo":
+            p["variance_every"] = Message("cfg.variance_grpo")
         if ok("rewards"):
             self._reward_problems(p, check_files)
         if ok("prompt_template") and self.prompt_template not in PROMPT_TEMPLATES:
-            p["prompt_template"] = (
-                f"unknown template {_short_repr(self.prompt_template)}; use {', '.join(PROMPT_TEMPLATES[:-1])} or "
-                f"{PROMPT_TEMPLATES[-1]}"
+            p["prompt_template"] = Message(
+                "cfg.template",
+                name=_short_repr(self.prompt_template),
+                choices=", ".join(PROMPT_TEMPLATES[:-1]),
+                last=PROMPT_TEMPLATES[-1],
             )
         if ok("system_prompt") and self.system_prompt is not None:
             if not 0 < len(self.system_prompt.strip()) <= MAX_SYSTEM_PROMPT_CHARS:
-                p["system_prompt"] = f"give a text of 1 to {MAX_SYSTEM_PROMPT_CHARS} characters, or none"
+                p["system_prompt"] = Message("cfg.system_prompt", max=MAX_SYSTEM_PROMPT_CHARS)
             elif ok("prompt_template") and self.prompt_template not in (AUTO, CHAT):
-                p["system_prompt"] = (
-                    f"only chat prompts have a system message; use prompt_template chat or auto, not "
-                    f"{self.prompt_template!r}"
-                )
-        for name, limit in (("policy", 300), ("data_source", 500), ("text_column", 100), ("output_dir", 4096)):
-            if ok(name) and not 0 < len(getattr(self, name).strip()) <= limit:
-                p[name] = f"must be a non-empty text of at most {limit} characters"
+                p["system_prompt"] = Message("cfg.system_prompt_chat", template=repr(self.prompt_template))
         if ok("data_source") and check_files:
             src = self.data_source
             if is_local_file(src) and not Path(src).is_file():
-                p["data_source"] = f"file {src!r} does not exist; give a .csv/.jsonl path, a hub id or 'embedded:imdb'"
+                p["data_source"] = Message("cfg.data_missing", path=repr(src))
         if ok("policy") and check_files:
             pol = self.policy.strip()
             if pol.startswith((".", "/", "~")) and not (Path(pol).expanduser() / "config.json").is_file():
-                p["policy"] = f"model folder {pol!r} does not exist or has no config.json"
+                p["policy"] = Message("cfg.policy_missing", path=repr(pol))
         if ok("lora_target_modules") and self.lora_target_modules is not None:
             if not self.lora_target_modules or not all(_NAME.fullmatch(m) for m in self.lora_target_modules):
-                p["lora_target_modules"] = "give module names such as c_attn c_proj (letters, digits, '_' and '.')"
+                p["lora_target_modules"] = Message("cfg.lora_modules")
         if ok("bf16") and self.bf16:
             import torch
 
             if not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
-                p["bf16"] = "bf16 needs a GPU that supports it; on a CPU leave it off (fp32)"
+                p["bf16"] = Message("cfg.bf16")
         if ok("use_vllm") and self.use_vllm:
             problem = vllm_problem()
             if problem:
@@ -349,32 +323,35 @@ class RunConfig:
 
     def _reward_problems(self, p: dict[str, str], check_files: bool = True) -> None:
         if not self.rewards:
-            p["rewards"] = "give at least one reward function, e.g. vader_compound"
+            p["rewards"] = Message("cfg.no_reward")
             return
         for name in self.rewards:
             try:
                 check_reward_name(name, check_files=check_files)
             except UserError as exc:
-                p["rewards"] = str(exc)
+                p["rewards"] = message_of(exc)
                 return
         if len(set(self.reward_metric_names)) != len(self.rewards):
-            p["rewards"] = "each reward function may appear only once"
+            p["rewards"] = Message("cfg.reward_twice")
         elif "reward_weights" not in p and self.reward_weights is not None:
             if len(self.reward_weights) != len(self.rewards):
-                p["reward_weights"] = (
-                    f"{len(self.rewards)} reward function(s) but {len(self.reward_weights)} weight(s); give one each"
+                p["reward_weights"] = Message(
+                    "cfg.weights_count", rewards=len(self.rewards), weights=len(self.reward_weights)
                 )
-            elif wild := [w for w in self.reward_weights if abs(w) > MAX_REWARD_WEIGHT]:
-                p["reward_weights"] = (
-                    f"each weight must be in [-{MAX_REWARD_WEIGHT:g}, {MAX_REWARD_WEIGHT:g}], not {wild[0]!r} "
-                    "(rewards are in [-1, 1]; a weight that large overflows the advantages to NaN)"
-                )
+            elif wild := [w for w in self.reward_weights if not setting("reward_weights").metadata["range"].holds(w)]:
+                p["reward_weights"] = setting("reward_weights").metadata["range"].refusal(wild[0])
 
-    def validate(self, check_files: bool = True) -> RunConfig:
-        problems = self.problems(check_files)
-        if problems:
-            raise ConfigError(problems)
+    def validate(self, check_files: bool = True, found: dict | None = None) -> RunConfig:
+        """Every problem (``found`` by a checker, else looked for here) in a ``ConfigError``, or these values marked."""
+        if found is None:  # values checked already are trusted: a run is checked once on its way down
+            found = {} if self.checked() else self.problems(check_files)
+        if found:
+            raise ConfigError(found)
+        self._checked = self.to_dict()  # beside the fields, not one of them
         return self
+
+    def checked(self) -> bool:  # whether these values passed a check: any change since (a list's too) unmarks them
+        return getattr(self, "_checked", None) == self.to_dict()
 
     # ------------------------------------------------------------------ (de)serialisation
 
@@ -385,11 +362,11 @@ class RunConfig:
     def from_dict(cls, data) -> RunConfig:
         """A RunConfig from a mapping of settings; unknown keys are refused (types are checked by ``problems``)."""
         if not isinstance(data, dict):
-            raise ConfigError({"config": f"must be a mapping of settings, not {type(data).__name__}"})
+            raise ConfigError({"config": Message("cfg.not_mapping", type=type(data).__name__)})
         known = {f.name for f in fields(cls)}
         unknown = sorted((k if isinstance(k, str) else repr(k)) for k in data if k not in known)
         if unknown:
-            hint = f"unknown setting; known settings are {', '.join(sorted(known))}"
+            hint = Message("cfg.unknown_setting", known=", ".join(sorted(known)))
             raise ConfigError({_short_repr(k, 40): hint for k in unknown[:5]})
         return cls(**data)
 
@@ -399,14 +376,14 @@ class RunConfig:
         if text is None or (isinstance(text, str) and not text.strip()):
             return cls()
         if not isinstance(text, str):
-            raise ConfigError({"config": f"must be JSON text, not {type(text).__name__}"})
+            raise ConfigError({"config": Message("cfg.not_json_text", type=type(text).__name__)})
         if len(text) > MAX_CONFIG_CHARS:
-            raise ConfigError({"config": f"is {len(text)} characters long; at most {MAX_CONFIG_CHARS} are read"})
+            raise ConfigError({"config": Message("cfg.config_long", chars=len(text), max=MAX_CONFIG_CHARS)})
         try:
             # over 4,300 digits int() refuses to read at all: such a number reads as inf, which its field refuses
             data = json.loads(text, parse_int=lambda digits: int(digits) if len(digits) <= 100 else math.inf)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-            raise ConfigError({"config": f"is not valid JSON ({_first_line(exc)})"}) from None
+            raise ConfigError({"config": Message("cfg.bad_json", detail=_first_line(exc))}) from None
         return cls.from_dict(data)
 
     def to_text(self, path: str | Path) -> str:
@@ -422,7 +399,7 @@ class RunConfig:
     def load(cls, path: str | Path) -> RunConfig:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError({"config": f"config file {str(path)!r} does not exist"})
+            raise ConfigError({"config": Message("cfg.file_missing", path=repr(str(path)))})
         try:
             text = path.read_text(encoding="utf-8")
             if path.suffix.lower() == ".json":
@@ -432,14 +409,29 @@ class RunConfig:
 
                 data = yaml.safe_load(text) or {}
         except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-            raise ConfigError({"config": f"{path.name} cannot be read: {_first_line(exc)}"}) from None
+            raise ConfigError(
+                {"config": Message("cfg.file_unreadable", file=path.name, detail=_first_line(exc))}
+            ) from None
         except Exception as exc:  # yaml.YAMLError and its subclasses
             if type(exc).__module__.startswith("yaml"):
-                raise ConfigError({"config": f"{path.name} is not valid YAML: {_first_line(exc)}"}) from None
+                raise ConfigError(
+                    {"config": Message("cfg.bad_yaml", file=path.name, detail=_first_line(exc))}
+                ) from None
             raise
         if not isinstance(data, dict):
-            raise ConfigError({"config": f"{path.name} must hold a mapping of settings"})
+            raise ConfigError({"config": Message("cfg.file_not_mapping", file=path.name)})
         data.pop(LAUNCH_KEY, None)  # a run folder's record of how it was launched, not a setting
         return cls.from_dict(data)
 
-    # ------------------------------------------------------------------ TRL
+
+def setting(name: str) -> Field:
+    """A setting's declaration: its RunConfig field, with its default and its metadata."""
+    return next(f for f in fields(RunConfig) if f.name == name)
+
+
+def help_text(name: str, locale: str = "en") -> str:
+    """A setting's help in ``locale`` (the CLI's ``--help`` in English): its field's help key, with the field's range
+    and the built-in rewards' names written in, so neither is copied out by hand."""
+    metadata = setting(name).metadata
+    limit = metadata.get("range")
+    return t(locale, metadata["help"], range=limit.text() if limit else "", rewards=", ".join(REWARDS))

@@ -3,13 +3,25 @@
 Everything the app, the named API or the CLI shows as "your input is wrong" derives from ``UserError``; the message
 says what to change. Anything else that escapes is a bug: the UI reports it as an internal error (and logs the
 traceback) instead of blaming the user, and the CLI lets it end in a traceback.
+
+An error's message is an ``i18n.Message`` where the engine wrote one: ``str(exc)`` is its English (the CLI, the API,
+the logs), and the page writes it in its own language from its key and parameters (``message_of``).
 """
 
 from __future__ import annotations
 
+from rloo_demo.i18n import Message
+
 
 class UserError(Exception):
     """A mistake the user can fix; ``str(exc)`` says how."""
+
+
+def message_of(exc: BaseException) -> str:
+    """What ``exc`` says: its ``Message`` (its key and parameters with it) where it was raised with one, else its
+    text."""
+    args = getattr(exc, "args", ())
+    return args[0] if len(args) == 1 and isinstance(args[0], Message) else str(exc)
 
 
 class ConfigError(UserError):
@@ -30,7 +42,7 @@ class TooLong(InputError):
 
     def __init__(self, name: str, chars: int, limit: int):
         self.name, self.chars, self.limit = name, chars, limit
-        super().__init__(f"{name} is {chars} characters long; this server takes at most {limit}")
+        super().__init__(Message("value.too_long", name=name, chars=chars, limit=limit))
 
 
 class NotFound(UserError):

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 
 from rloo_demo.advantages import ESTIMATORS, MAX_REWARD_OFFSET, what_if
 from rloo_demo.errors import InputError
+from rloo_demo.i18n import Message
 
 P0 = (0.6, 0.51, 0.48)  # the cost's targets (Kool et al. 2019)
 STATES = tuple(itertools.product((0, 1), repeat=len(P0)))  # the 8 states, (0, 0, 0) .. (1, 1, 1)
@@ -59,15 +60,15 @@ def check_inputs(eta, k, offset) -> tuple[float, int, float]:
 
     def number(name, value, lo, hi):
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InputError(f"{name} must be a finite number, not {value!r:.40}")
+            raise InputError(Message("value.finite", name=name, value=f"{value!r:.40}"))
         if not lo <= value <= hi:
-            raise InputError(f"{name} must be between {lo:g} and {hi:g}, not {value!r}")
+            raise InputError(Message("value.between", name=name, lo=f"{lo:g}", hi=f"{hi:g}", value=repr(value)))
         return float(value)
 
     eta = number("eta", eta, *ETA_RANGE)
     k_value = number("K", k, *K_RANGE)
     if not k_value.is_integer():
-        raise InputError(f"K must be a whole number, not {k!r}")
+        raise InputError(Message("value.whole", name="K", value=repr(k)))
     return eta, int(k_value), number("offset", offset, -MAX_REWARD_OFFSET, MAX_REWARD_OFFSET)
 
 

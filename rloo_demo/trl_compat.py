@@ -2,8 +2,8 @@
 
 The names the engine overrides in its trainer subclasses (``_calculate_rewards``,
 ``_get_per_token_logps_and_entropies``, ...) cannot move here, but every private name it *calls* does, and
-``tests/test_dependency_surface.py`` pins all of them, so a TRL upgrade that renames one fails there by name rather
-than deep inside a run.
+``tests/project/test_dependency_surface.py`` pins all of them, so a TRL upgrade that renames one fails there by
+name rather than deep inside a run.
 """
 
 from __future__ import annotations

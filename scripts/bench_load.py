@@ -508,8 +508,8 @@ def bench_readers(args) -> int:
 SERVE = r"""
 import os, sys, time
 from pathlib import Path
-from rloo_demo.server.limits import Limits
-from rloo_demo.server.malloc import bound_arenas
+from rloo_demo.public.limits import Limits
+from rloo_demo.public.malloc import bound_arenas
 from rloo_demo.server.runner import Runner
 from rloo_demo.ui import app as ui_app
 from rloo_demo.ui.controller import Controller

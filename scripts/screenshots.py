@@ -5,7 +5,7 @@ from a finished run, in headless Debian Chromium.
     python scripts/screenshots.py /tmp/shots
     python scripts/screenshots.py /tmp/shots --only tokens     # docs/tokens-tab.png alone
 
-The browser test (tests/test_browser.py) takes the same views during a live run and saves them to artifacts/.
+The browser test (tests/browser/test_browser.py) takes the same views during a live run and saves them to artifacts/.
 """
 
 import sys

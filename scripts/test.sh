@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian's Chromium for the browser test (Playwright's own browser download cannot work offline), Noto fonts (the
-# Georgian page in tests/test_browser_i18n.py needs a font with Georgian script), and Debian's word list for
+# Georgian page in tests/browser/test_browser_i18n.py needs a font with Georgian script), and Debian's word list for
 # scripts/eval_policy.py's real-word rate (/usr/share/dict/words, package wamerican).
 if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/truetype/noto ] || [ ! -f /usr/share/dict/words ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

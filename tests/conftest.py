@@ -48,21 +48,6 @@ _MODULE_CACHES = (  # module-level dicts that remember a result: the embedded da
 )
 
 
-@pytest.fixture(autouse=True)
-def _fresh_shared_builds():
-    """The Train tab's shared builds (figures, the callout and summary) are caches of the process, keyed by a run's
-    name and its last record's step and time: two tests' runs with one name and records without a time ("collapsed",
-    30 steps) would be served each other's. A real run's records carry their time. Cleared only where the module is
-    loaded, so a test that needs no UI imports no gradio."""
-    import sys
-
-    train_tab = sys.modules.get("rloo_demo.ui.train_tab")
-    if train_tab is not None:
-        for cache in (train_tab._FIGURES, train_tab._TEXTS, train_tab._BUILDS._spent):  # and the builds a step
-            cache.clear()
-    yield
-
-
 @pytest.fixture
 def tiny_config(tmp_path):
     """A RunConfig for a few fast steps of the embedded policy, writing into tmp_path."""

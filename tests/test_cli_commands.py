@@ -6,6 +6,7 @@ printed line word for word. ``python -m pytest tests/test_cli_commands.py`` (a f
 """
 
 import json
+import os
 import signal
 import sys
 import types
@@ -15,17 +16,24 @@ import pytest
 from rloo_demo import cli
 from rloo_demo.chat import CHAT
 from rloo_demo.cli import main as cli_main
-from rloo_demo.config import RunConfig
+from rloo_demo.config import RunConfig, help_text
 from rloo_demo.engine import training
 from rloo_demo.eval import evaluation
 from rloo_demo.models import sampling
 from rloo_demo.store.folder import RunFolder
 
 RESULT = {
-    "base_mean_reward": 0.125, "trained_mean_reward": 0.5, "difference": 0.375, "difference_ci95": [0.25, 0.5],
-    "num_prompts": 3, "samples_per_prompt": 2, "seed": 7, "per_function": {"vader_compound": {"base": 0.1,
-                                                                                             "trained": 0.6}},
-    "heldout_scorers": [], "kl_trained_vs_base": 0.75, "samples": [{"prompt": "p", "base": "b", "trained": "t"}],
+    "base_mean_reward": 0.125,
+    "trained_mean_reward": 0.5,
+    "difference": 0.375,
+    "difference_ci95": [0.25, 0.5],
+    "num_prompts": 3,
+    "samples_per_prompt": 2,
+    "seed": 7,
+    "per_function": {"vader_compound": {"base": 0.1, "trained": 0.6}},
+    "heldout_scorers": [],
+    "kl_trained_vs_base": 0.75,
+    "samples": [{"prompt": "p", "base": "b", "trained": "t"}],
 }
 
 
@@ -50,11 +58,23 @@ def _fake_train(monkeypatch, tmp_path, status="finished", error=None, with_folde
     return calls
 
 
-def test_train_passes_its_flags_to_the_engine_and_prints_the_folder_and_status(monkeypatch, tmp_path, capsys,
-                                                                               sigterm):
+def test_train_passes_its_flags_to_the_engine_and_prints_the_folder_and_status(monkeypatch, tmp_path, capsys, sigterm):
     calls = _fake_train(monkeypatch, tmp_path)
-    argv = ["train", "--output-dir", str(tmp_path), "--run-name", "cli-run", "--max-steps", "7", "--seed", "5",
-            "--max-seconds", "30", "--stop-file", str(tmp_path / "stop")]
+    argv = [
+        "train",
+        "--output-dir",
+        str(tmp_path),
+        "--run-name",
+        "cli-run",
+        "--max-steps",
+        "7",
+        "--seed",
+        "5",
+        "--max-seconds",
+        "30",
+        "--stop-file",
+        str(tmp_path / "stop"),
+    ]
     assert cli_main(argv) == 0
     (call,) = calls
     assert (call["config"].max_steps, call["config"].seed, call["config"].run_name) == (7, 5, "cli-run")
@@ -71,6 +91,28 @@ def test_train_without_a_budget_gives_the_engine_none(monkeypatch, tmp_path, cap
     calls = _fake_train(monkeypatch, tmp_path)
     assert cli_main(["train", "--output-dir", str(tmp_path), "--max-steps", "3"]) == 0
     assert calls[0]["state"].budget_seconds is None and calls[0]["stop_file"] is None
+
+
+def test_train_checks_its_flags_once_and_the_engine_trusts_that_check(monkeypatch, tmp_path, capsys, sigterm):
+    """The settings read from flags are unchecked: the CLI checks them (a bad one is refused by name, exit 2,
+    before anything is written), and the engine's train() trusts that check rather than making its own."""
+    checks = []
+    real = RunConfig.problems
+    monkeypatch.setattr(
+        RunConfig, "problems", lambda self, *a, **k: checks.append(self.max_steps) or real(self, *a, **k)
+    )
+    monkeypatch.setattr(training, "check_resources", lambda config: checks.append("resources"))
+
+    def no_model(config, state, **kwargs):
+        raise RuntimeError("no model in this test")
+
+    monkeypatch.setattr(training, "build_trainer", no_model)
+    assert cli_main(["train", "--output-dir", str(tmp_path), "--run-name", "once", "--max-steps", "3"]) == 1
+    assert checks == [3, "resources"]  # one check of the settings, one of the resources
+    assert capsys.readouterr().err == "error: run failed: RuntimeError: no model in this test\n"
+    assert cli_main(["train", "--output-dir", str(tmp_path), "--run-name", "bad", "--max-steps", "0"]) == 2
+    assert checks[2:] == [0] and "max_steps" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["once"]
 
 
 def test_a_failed_run_prints_its_error_and_exits_with_1(monkeypatch, tmp_path, capsys, sigterm):
@@ -104,16 +146,35 @@ def test_train_then_evaluate_evaluates_the_new_run_with_the_defaults(monkeypatch
     asked = []
     monkeypatch.setattr(cli, "cmd_evaluate", lambda args: asked.append(vars(args)) or 3)
     assert cli_main(["train", "--output-dir", str(tmp_path), "--run-name", "e", "--evaluate"]) == 3
-    assert asked == [{"run": str(tmp_path / "e"), "num_prompts": 64, "samples_per_prompt": 2, "seed": 0,
-                      "temperature": 1.0, "top_p": 1.0, "json": False}]
+    assert asked == [
+        {
+            "run": str(tmp_path / "e"),
+            "num_prompts": 64,
+            "samples_per_prompt": 2,
+            "seed": 0,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "json": False,
+        }
+    ]
 
 
 def test_a_reward_module_flag_is_added_after_the_rewards(monkeypatch, tmp_path, sigterm):
     calls = _fake_train(monkeypatch, tmp_path)
     rewards = tmp_path / "r.py"
     rewards.write_text("def score(completions, **kw):\n    return [0.0 for _ in completions]\n")
-    argv = ["train", "--output-dir", str(tmp_path), "--rewards", "length_penalty", "--reward-module",
-            f"{rewards}:score", "--reward-weights", "1", "2"]
+    argv = [
+        "train",
+        "--output-dir",
+        str(tmp_path),
+        "--rewards",
+        "length_penalty",
+        "--reward-module",
+        f"{rewards}:score",
+        "--reward-weights",
+        "1",
+        "2",
+    ]
     assert cli_main(argv) == 0
     assert calls[0]["config"].rewards == ["length_penalty", f"module:{rewards}:score"]
 
@@ -176,13 +237,28 @@ def test_evaluate_samples_both_models_with_the_flags_and_saves_the_result(monkey
         return dict(RESULT)
 
     monkeypatch.setattr(evaluation, "evaluate", evaluate)
-    argv = ["evaluate", "--run", str(run.path), "--num-prompts", "3", "--samples-per-prompt", "2", "--seed", "7",
-            "--temperature", "0.5", "--top-p", "0.75", "--json"]
+    argv = [
+        "evaluate",
+        "--run",
+        str(run.path),
+        "--num-prompts",
+        "3",
+        "--samples-per-prompt",
+        "2",
+        "--seed",
+        "7",
+        "--temperature",
+        "0.5",
+        "--top-p",
+        "0.75",
+        "--json",
+    ]
     assert cli_main(argv) == 0
     policy = RunConfig().policy
     assert loaded == [policy, str(run.path / "model")]
-    assert calls == [(policy, str(run.path / "model"), f"tokenizer of {policy}", ["held 0", "held 1", "held 2"],
-                      2, 7, 0.5, 0.75)]
+    assert calls == [
+        (policy, str(run.path / "model"), f"tokenizer of {policy}", ["held 0", "held 1", "held 2"], 2, 7, 0.5, 0.75)
+    ]
     assert json.loads(capsys.readouterr().out) == RESULT
     assert json.loads((run.path / "evaluation.json").read_text()) == RESULT
     (bar,) = _Bar.made  # one bar over both models' prompts, on stderr, moved by the evaluation's progress
@@ -237,12 +313,26 @@ def _fake_sample(monkeypatch, texts=(" great", " dull")):
 
 def test_infer_from_a_model_continues_the_prompt_with_each_flag(monkeypatch, capsys):
     loaded, calls = _fake_models(monkeypatch), _fake_sample(monkeypatch)
-    argv = ["infer", "--model", "embedded:tiny-imdb-gpt2", "--prompt", "It was", "--num-samples", "2",
-            "--max-new-tokens", "9", "--temperature", "0.5", "--top-p", "0.9", "--seed", "3"]
+    argv = [
+        "infer",
+        "--model",
+        "embedded:tiny-imdb-gpt2",
+        "--prompt",
+        "It was",
+        "--num-samples",
+        "2",
+        "--max-new-tokens",
+        "9",
+        "--temperature",
+        "0.5",
+        "--top-p",
+        "0.9",
+        "--seed",
+        "3",
+    ]
     assert cli_main(argv) == 0
     assert loaded == ["embedded:tiny-imdb-gpt2"]
-    assert calls == [("embedded:tiny-imdb-gpt2", "tokenizer of embedded:tiny-imdb-gpt2", "It was", 2, 9, 0.5, 0.9,
-                      3)]
+    assert calls == [("embedded:tiny-imdb-gpt2", "tokenizer of embedded:tiny-imdb-gpt2", "It was", 2, 9, 0.5, 0.9, 3)]
     assert capsys.readouterr().out == "It was great\nIt was dull\n"
 
 
@@ -317,8 +407,9 @@ def test_flags_override_the_config_file_and_reward_modules_follow_its_rewards(tm
     path = tmp_path / "run.yaml"
     path.write_text("max_steps: 40\nseed: 3\nrewards: [vader_compound]\n")
     parse = cli.build_parser().parse_args
-    args = parse(["train", "--config", str(path), "--seed", "8", "--reward-module", "a.py:f", "--reward-module",
-                  "b.py:g"])
+    args = parse(
+        ["train", "--config", str(path), "--seed", "8", "--reward-module", "a.py:f", "--reward-module", "b.py:g"]
+    )
     config = cli.config_from_args(args)
     assert (config.max_steps, config.seed) == (40, 8)
     assert config.rewards == ["vader_compound", "module:a.py:f", "module:b.py:g"]
@@ -331,8 +422,17 @@ def test_flags_override_the_config_file_and_reward_modules_follow_its_rewards(tm
     assert cli.config_from_args(types.SimpleNamespace(max_steps=9)).max_steps == 9  # arena's flags: no config key
 
 
-VARIANCE = {"run": "done", "at": "base", "steps": 3, "prompts_per_step": 4, "k": 5, "replicates": 6,
-            "reward_offset": 0.5, "seconds": 12.4, "rows": [{"estimator": "rloo"}]}
+VARIANCE = {
+    "run": "done",
+    "at": "base",
+    "steps": 3,
+    "prompts_per_step": 4,
+    "k": 5,
+    "replicates": 6,
+    "reward_offset": 0.5,
+    "seconds": 12.4,
+    "rows": [{"estimator": "rloo"}],
+}
 
 
 def test_variance_passes_its_flags_and_prints_the_header_and_table(monkeypatch, tmp_path, capsys):
@@ -348,8 +448,19 @@ def test_variance_passes_its_flags_and_prints_the_header_and_table(monkeypatch, 
 
     monkeypatch.setattr(meter, "measure_run", measure_run)
     monkeypatch.setattr(variance, "markdown_table", lambda rows: f"TABLE {rows}")
-    argv = ["variance", "--run", str(run.path), "--steps", "1000", "--at", "base", "--seed", str(2**32 - 1),
-            "--reward-offset", "0.5"]
+    argv = [
+        "variance",
+        "--run",
+        str(run.path),
+        "--steps",
+        "1000",
+        "--at",
+        "base",
+        "--seed",
+        str(2**32 - 1),
+        "--reward-offset",
+        "0.5",
+    ]
     assert cli_main(argv) == 0
     assert calls == [(run.path, 1000, "base", 2**32 - 1, 0.5)]
     out = capsys.readouterr()
@@ -361,8 +472,10 @@ def test_variance_passes_its_flags_and_prints_the_header_and_table(monkeypatch, 
     assert cli_main(["variance", "--run", str(run.path), "--json"]) == 0
     assert capsys.readouterr().out == json.dumps(VARIANCE, indent=2) + "\n"
     assert calls[-1] == (run.path, 5, "trained", 0, None)  # the flags' defaults
-    for flag, value, message in [("--steps", "1001", "--steps must be between 1 and 1000, not 1001"),
-                                 ("--seed", str(2**32), f"--seed must be between 0 and {2**32 - 1}, not {2**32}")]:
+    for flag, value, message in [
+        ("--steps", "1001", "--steps must be between 1 and 1000, not 1001"),
+        ("--seed", str(2**32), f"--seed must be between 0 and {2**32 - 1}, not {2**32}"),
+    ]:
         assert cli_main(["variance", "--run", str(run.path), flag, value]) == 2
         assert capsys.readouterr().err == f"error: {message}\n"
 
@@ -402,13 +515,35 @@ def test_arena_passes_its_flags_over_the_config_file_and_prints_the_table(monkey
         return {"markdown": "| the table |"}
 
     monkeypatch.setattr(cli, "run_arena", run_arena)
-    argv = ["arena", "--estimators", "reinforce", "rloo", "--seeds", "100", "--max-steps", "12", "--output-dir",
-            str(tmp_path / "out"), "--config", str(path), "--eval-prompts", "100000", "--max-seconds", "30",
-            "--reward-offset", "1.5"]
+    argv = [
+        "arena",
+        "--estimators",
+        "reinforce",
+        "rloo",
+        "--seeds",
+        "100",
+        "--max-steps",
+        "12",
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--config",
+        str(path),
+        "--eval-prompts",
+        "100000",
+        "--max-seconds",
+        "30",
+        "--reward-offset",
+        "1.5",
+    ]
     assert cli_main(argv) == 0
     ((base, estimators, seeds, output_dir, eval_prompts, max_seconds),) = calls
-    assert (estimators, seeds, output_dir, eval_prompts, max_seconds) == (["reinforce", "rloo"], 100,
-                                                                          str(tmp_path / "out"), 100000, 30.0)
+    assert (estimators, seeds, output_dir, eval_prompts, max_seconds) == (
+        ["reinforce", "rloo"],
+        100,
+        str(tmp_path / "out"),
+        100000,
+        30.0,
+    )
     assert (base.max_steps, base.seed, base.learning_rate, base.reward_offset) == (12, 3, 0.001, 1.5)
     assert base.output_dir == str(tmp_path / "out") and base.run_name is None  # each run is named by the arena
     out = capsys.readouterr()
@@ -421,10 +556,18 @@ def test_arena_without_flags_runs_the_defaults(monkeypatch, capsys):
     assert cli_main(["arena"]) == 0
     base, estimators, seeds, output_dir, eval_prompts, max_seconds = calls[0]
     defaults = RunConfig()
-    assert (estimators, seeds, output_dir, eval_prompts, max_seconds) == (["rloo", "grpo", "reinforce"], 3, "runs",
-                                                                          64, None)
-    assert (base.max_steps, base.reward_offset, base.seed) == (defaults.max_steps, defaults.reward_offset,
-                                                              defaults.seed)
+    assert (estimators, seeds, output_dir, eval_prompts, max_seconds) == (
+        ["rloo", "grpo", "reinforce"],
+        3,
+        "runs",
+        64,
+        None,
+    )
+    assert (base.max_steps, base.reward_offset, base.seed) == (
+        defaults.max_steps,
+        defaults.reward_offset,
+        defaults.seed,
+    )
 
 
 @pytest.mark.parametrize(
@@ -459,6 +602,7 @@ def test_main_reports_each_kind_of_failure_with_its_status(monkeypatch, capsys):
     def raising(exc):
         def cmd(args):
             raise exc
+
         return cmd
 
     from rloo_demo.errors import UserError
@@ -487,7 +631,6 @@ def test_main_turns_a_parsers_exit_without_a_number_into_2(monkeypatch):
 def test_main_turns_tokenizer_threads_off_unless_told_otherwise(monkeypatch, capsys):
     monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
     cli_main(["toy"])
-    import os
 
     assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
@@ -497,15 +640,31 @@ def test_main_turns_tokenizer_threads_off_unless_told_otherwise(monkeypatch, cap
 
 def test_every_setting_is_a_flag_of_its_type_with_its_default_in_the_help(capsys):
     parse = cli.build_parser().parse_args
-    args = parse(["train", "--use-lora", "--no-bf16", "--rewards", "a", "b", "--reward-weights", "1", "0.5",
-                  "--generation-batch-size", "8", "--learning-rate", "1e-4"])
+    args = parse(
+        [
+            "train",
+            "--use-lora",
+            "--no-bf16",
+            "--rewards",
+            "a",
+            "b",
+            "--reward-weights",
+            "1",
+            "0.5",
+            "--generation-batch-size",
+            "8",
+            "--learning-rate",
+            "1e-4",
+        ]
+    )
     assert (args.use_lora, args.bf16, args.rewards, args.reward_weights) == (True, False, ["a", "b"], [1.0, 0.5])
     assert args.generation_batch_size == 8 and type(args.generation_batch_size) is int
     assert args.learning_rate == 1e-4 and not hasattr(parse(["train"]), "max_steps")  # unset: the config decides
     assert cli_main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "run settings (override --config):" in text
-    assert f"--max-steps MAX_STEPS {RunConfig.__dataclass_fields__['max_steps'].metadata['help']}" in text
+    assert f"--max-steps MAX_STEPS {help_text('max_steps')}" in text
+    assert "--max-steps MAX_STEPS optimisation steps (>= 1) (default: 150)" in text  # its range written in
     assert f"(default: {RunConfig().max_steps})" in text and f"(default: {RunConfig().rewards})" in text
     assert "--rewards X [X ...]" in text and "--use-lora, --no-use-lora" in text
 
@@ -532,8 +691,9 @@ def test_evaluate_gives_the_runs_config_to_the_prompts_and_the_evaluation(monkey
     assert capsys.readouterr().out == json.dumps(RESULT, indent=2) + "\n"
 
 
-def test_infer_reads_a_models_context_from_either_key_and_the_template_from_the_runs_config(monkeypatch, tmp_path,
-                                                                                          capsys):
+def test_infer_reads_a_models_context_from_either_key_and_the_template_from_the_runs_config(
+    monkeypatch, tmp_path, capsys
+):
     run = _run_with_model(tmp_path, prompt_template="continuation")
     calls = _fake_sample(monkeypatch)
 
@@ -553,8 +713,9 @@ def test_infer_reads_a_models_context_from_either_key_and_the_template_from_the_
 
 def test_infer_on_a_model_that_names_no_context_samples_without_a_check(monkeypatch, capsys):
     calls = _fake_sample(monkeypatch)
-    monkeypatch.setattr(cli, "load_policy", lambda name: (types.SimpleNamespace(config=types.SimpleNamespace(),
-                                                                                name=name), "tok"))
+    monkeypatch.setattr(
+        cli, "load_policy", lambda name: (types.SimpleNamespace(config=types.SimpleNamespace(), name=name), "tok")
+    )
     assert cli_main(["infer", "--model", "embedded:tiny-imdb-gpt2", "--max-new-tokens", "5000"]) == 0
     assert calls[0][4] == 5000
 

@@ -3,7 +3,7 @@ meter measured on it: ``python -m pytest tests/test_toy.py`` (pure Python and a 
 
 - For K = 2 and 4 the toy's multiset sums are checked against a brute force over all 8^K ordered draws written out
   below; for K = 8 (16.7M ordered draws) against closed forms: REINFORCE's mean of K independent r·s terms, RLOO as a
-  U-statistic of order 2 (as in ``tests/test_variance.py``), and the identities (unbiased RLOO and REINFORCE, Dr.
+  U-statistic of order 2 (as in ``tests/engine/test_variance.py``), and the identities (unbiased RLOO and REINFORCE, Dr.
   GRPO's mean (K−1)/K of RLOO's).
 - Under an offset C, REINFORCE's variance is a parabola in C with curvature Var(Σ s)/K, and every baselined
   estimator's does not move.
@@ -218,11 +218,19 @@ def test_the_cli_table_word_for_word_on_a_result_written_here():
     from rloo_demo.toy import P0, markdown_table, sigmoid
 
     result = {
-        "eta": -1.5, "k": 3, "offset": 0.25, "true_gradient": -0.0421,
+        "eta": -1.5,
+        "k": 3,
+        "offset": 0.25,
+        "true_gradient": -0.0421,
         "rows": [
             {"estimator": "rloo", "mean": -0.0421, "bias": -4e-7, "variance": 0.00123456789, "variance_vs_rloo": 1.0},
-            {"estimator": "reinforce", "mean": float("inf"), "bias": 0.5, "variance": 12.5,
-             "variance_vs_rloo": float("nan")},
+            {
+                "estimator": "reinforce",
+                "mean": float("inf"),
+                "bias": 0.5,
+                "variance": 12.5,
+                "variance_vs_rloo": float("nan"),
+            },
         ],
     }
     assert markdown_table(result).split("\n") == [

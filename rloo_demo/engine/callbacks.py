@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 from transformers import TrainerCallback
 
+from rloo_demo.i18n import Message
+
 
 class MetricsChannel:
     """Append-only step records; readers wait on a condition instead of polling."""
@@ -174,7 +176,7 @@ class LiveMetricsCallback(TrainerCallback):
         if not stop and self.out_of_budget():
             stop = True
             if self.on_stop is not None:
-                self.on_stop(f"it reached this server's compute budget of {self.budget_seconds:g} s")
+                self.on_stop(Message("stop.budget", seconds=f"{self.budget_seconds:g}"))
         if args.world_size > 1:
             # Every process must stop at the same step or the next collective hangs: rank 0 decides for all.
             import torch

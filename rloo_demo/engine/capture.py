@@ -40,11 +40,12 @@ float32 again. In float32, r + C rounds away the low bits of every reward (float
 7.6e-6 at 100, about VADER's smallest step), which moves the advantages by ~1e-7; Adam blows such noise up to
 full-size steps on weights whose true gradient is 0, so a run with C = 1 sampled another token than the run without
 by step 10. In float64, C cancels in the baseline to ~1e-16, below the float32 rounding of the advantages: the two
-runs sample the same completions (``tests/test_reward_offset.py``). The arithmetic is TRL's, on 16 numbers a step.
+runs sample the same completions (``tests/engine/test_reward_offset.py``). The arithmetic is TRL's, on 16
+numbers a step.
 With ``record_tokens`` it also keeps, per completion token, the piece of text, the policy's and the reference's
 log-probabilities (the tensors above), the policy's entropy (asked of TRL's own scoring call, from the same
 logits), and, at the step boundary, the log-probability under the weights right after the optimiser update: one
-extra no-grad forward over the step's completions (``rloo_demo.engine.tokens`` explains the lists). So a step's
+extra no-grad forward over the step's completions (``rloo_demo.store.tokens`` explains the lists). So a step's
 groups are handed to ``rollout_sink`` at the end of the step, not when they are generated.
 
 That extra forward needs only the weights as the update left them, and they stay so until the next step's optimiser
@@ -75,7 +76,7 @@ from rloo_demo.advantages import (
 )
 from rloo_demo.chat import completion_text, prompt_text
 from rloo_demo.engine.diagnostics import kl_estimators, step_diagnostics
-from rloo_demo.engine.tokens import round_keeping_sum
+from rloo_demo.store.tokens import round_keeping_sum
 from rloo_demo.trl_compat import disable_gradient_checkpointing, trl_scoring
 
 RolloutSink = Callable[[int, list[dict]], None]

@@ -32,6 +32,7 @@ from rloo_demo.engine.snapshots import SnapshotCallback
 from rloo_demo.engine.trainers import models_held, set_backward_threads, set_step_threads, trainer_for
 from rloo_demo.engine.trl_args import peft_config, rloo_config
 from rloo_demo.errors import DiskFull
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.model_size import check_policy_fits
 from rloo_demo.models.modules import check_lora_targets
@@ -45,6 +46,7 @@ from rloo_demo.task.rewards import build_reward
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROLLOUT_MEMORY_STEPS = 32  # steps of rollouts a live run keeps in memory; older ones are read from its folder
+STOP_STARTER = Message("stop.starter")  # "its starter asked it to stop": a stop reason, as every other one a Message
 
 
 def check_resources(config: RunConfig) -> None:
@@ -63,7 +65,7 @@ def check_resources(config: RunConfig) -> None:
 
 class WeightsLock(TrainerCallback):
     """Held while the optimiser changes the weights, so a reader can copy a consistent policy. If the step raises
-    between the two hooks, ``train`` releases it (``release_if_held``): a reader must never wait for ever."""
+    between the two hooks, ``run_training`` releases it (``release_if_held``): a reader must never wait for ever."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -148,6 +150,21 @@ class RunState:
         return snap.eval()
 
 
+def prepare(config: RunConfig, state: RunState | None = None, resources_checked: bool = False, **status) -> RunState:
+    """The steps before any model loads, each taken once on a run's way down: the config checked (one checked
+    already, by the controller or the CLI, is trusted: ``RunConfig.checked``), its resources checked unless the
+    caller has (the runner does, before it takes its lock), and the run folder made, here only, with ``status``
+    in its status.json. Raises for a configuration or resolution error, before anything is written."""
+    config.validate()
+    if not resources_checked:
+        check_resources(config)
+    state = state or RunState(config)
+    # Each process must know its rank before anything is written: only rank 0 creates and writes the run folder.
+    if state.run is None and distributed.init_distributed().is_main_process:
+        state.run = RunFolder.create(config, **status)
+    return state
+
+
 def train(
     config: RunConfig,
     state: RunState | None = None,
@@ -155,17 +172,18 @@ def train(
     stop_file: str | None = None,
     trainer_cls: type | None = None,
 ) -> RunState:
-    """Run RLOO to the end (or to a stop request). Never raises for a failure inside training: the error is in
-    ``state.error`` and in the run folder's status. Configuration and resolution errors do raise, before anything
-    is written."""
-    config.validate()
-    check_resources(config)
-    state = state or RunState(config)
-    # Each process must know its rank before anything is written: only rank 0 creates and writes the run folder.
-    is_main = distributed.init_distributed().is_main_process
-    if state.run is None and is_main:
-        state.run = RunFolder.create(config)
-    run = state.run
+    """Check and prepare a run (``prepare``), then train it to the end (``run_training``), blocking: the CLI's
+    way. Configuration and resolution errors raise, before anything is written; a failure inside training does not."""
+    state = prepare(config, state)
+    return run_training(state, progress=progress, stop_file=stop_file, trainer_cls=trainer_cls)
+
+
+def run_training(
+    state: RunState, progress: bool = False, stop_file: str | None = None, trainer_cls: type | None = None
+) -> RunState:
+    """Run a prepared run's RLOO to the end (or to a stop request). Never raises for a failure inside training: the
+    error is in ``state.error`` and in the run folder's status."""
+    config, run = state.config, state.run
     state.status, state.started = "running", time.time()
     try:
         if run is not None:
@@ -306,8 +324,10 @@ def _keep_rollouts(state: RunState, step: int, groups: list[dict]) -> None:
 
 
 class TrainingJob:
-    """A run in a background thread. ``start`` validates and creates the run folder synchronously, so errors in
-    the settings raise in the caller and the run's name is known at once."""
+    """A run in a background thread. The config is checked when the job is made (a checked one is trusted), and
+    ``start`` prepares the run (``prepare``: its resources, unless the caller checked them, and its folder)
+    synchronously, so errors in the settings raise in the caller and the run's name is known at once; the thread
+    only trains."""
 
     def __init__(self, config: RunConfig, budget_seconds: float | None = None):
         self.state = RunState(config.validate(), budget_seconds=budget_seconds)
@@ -316,14 +336,12 @@ class TrainingJob:
 
     def start(self, resources_checked: bool = False) -> TrainingJob:
         self.state.budget_started = time.time()  # the slot is this run's from now: loading counts against its budget
-        if not resources_checked:
-            check_resources(self.state.config)
-        self.state.run = RunFolder.create(self.state.config, **self.status_extra)
-        self.thread = threading.Thread(target=train, args=(self.state.config, self.state), daemon=True)
+        prepare(self.state.config, self.state, resources_checked, **self.status_extra)
+        self.thread = threading.Thread(target=run_training, args=(self.state,), daemon=True)
         self.thread.start()
         return self
 
-    def stop(self, reason: str = "its starter asked it to stop") -> None:
+    def stop(self, reason: str = STOP_STARTER) -> None:
         self.state.request_stop(reason)
 
     def join(self, timeout: float | None = None) -> bool:

@@ -10,6 +10,7 @@ from trl import RLOOConfig
 
 from rloo_demo.config import RunConfig
 from rloo_demo.errors import ConfigError
+from rloo_demo.i18n import Message
 
 
 def peft_config(config: RunConfig):
@@ -29,12 +30,7 @@ def rloo_config(config: RunConfig, trainer_dir: str | Path, num_processes: int =
     """TRL's ``RLOOConfig`` for this run (one generation per optimisation step, logging every step)."""
     batch = config.completions_per_step
     if batch % num_processes:
-        raise ConfigError(
-            {
-                "prompts_per_step": f"{batch} completions per step do not split over {num_processes} processes; "
-                f"make prompts_per_step x K a multiple of {num_processes}"
-            }
-        )
+        raise ConfigError({"prompts_per_step": Message("trl.processes", batch=batch, processes=num_processes)})
     kwargs = dict(
         output_dir=str(trainer_dir),
         per_device_train_batch_size=batch // num_processes,

@@ -28,7 +28,7 @@ its own random generator, so training draws exactly what it would draw without i
 only: in a data-parallel run each rank holds only its slice of the batch, and the meter is skipped there.
 
 This module is the meter's pure core (``meter_statistics``, ``ReplicatePlan``), tested against a toy softmax policy
-whose variances are known exactly (``tests/test_variance.py``); ``rloo_demo.engine.meter`` runs it on a policy.
+whose variances are known exactly (``tests/engine/test_variance.py``); ``rloo_demo.engine.meter`` runs it on a policy.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ REPLICATES = 5  # the step's batch and 4 fresh ones: the reference for each is 4
 # One measurement costs about this many training steps of the same run: 4 extra batches to sample and score, and one
 # backward pass per completion of all 5 (scripts/bench_engine.py --variance-every 10 --max-steps 30 --no-eval: 7.75 on
 # the default run). Every N steps the meter so adds about METER_COST_STEPS / N to the training time: N >= 55 keeps it
-# under 15% (the public limit, rloo_demo.server.limits).
+# under 15% (the public limit, rloo_demo.public.limits).
 METER_COST_STEPS = 8.0
 MAX_METER_FLOATS = 2**28  # accumulators of (estimators + 1) x R x parameters floats: 1 GiB; beyond, the meter skips
 METRIC_PREFIXES = ("variance/", "cosine/", "noise_to_signal/")

@@ -14,7 +14,7 @@ sentiment:
 
 ``collapse_warning`` turns them into one plain sentence when they cross the thresholds below. The thresholds are set
 so that the beta = 0 run of docs/learning.md trips them and the default run does not
-(``tests/test_diagnostics.py`` checks constructed texts; docs/learning.md gives the measured values).
+(``tests/engine/test_diagnostics.py`` checks constructed texts; docs/learning.md gives the measured values).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Hugging Face's GPT-2), applies Hugging Face's own logits processors and pads fin
 Each token is then drawn by ``draw``. The engine's is ``inverse_cdf_draw``: one uniform per row from torch's global
 generator, where ``torch.multinomial`` (``multinomial_draw``, what ``generate`` uses) draws an exponential variate
 for every entry of the vocabulary; same distribution, other draws. With ``multinomial_draw`` the decode gives
-``generate``'s tokens for the same seed (``tests/test_lean_decode.py``), which is how its forward is checked.
+``generate``'s tokens for the same seed (``tests/fast/test_lean_decode.py``), which is how its forward is checked.
 ``scripts/bench_generate.py`` times both against ``generate`` (docs/internals.md, "The step").
 
 ``lean_plan`` says when this applies: a plain ``GPT2LMHeadModel`` with nothing that changes its forward (dropout

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from rloo_demo.errors import UserError
+from rloo_demo.i18n import Message
 
 ASSETS_DIR = Path(os.environ.get("RLOO_DEMO_ASSETS", Path(__file__).resolve().parents[2] / "assets"))
 EMBEDDED_POLICY = "embedded:tiny-imdb-gpt2"
@@ -35,20 +36,17 @@ def resolve_model(name: str, alternative: str = EMBEDDED_POLICY) -> str:
     ``alternative`` is the embedded name the error message suggests.
     """
     if not name or not name.strip():
-        raise ResolveError(f"no model given; use {alternative!r}")
+        raise ResolveError(Message("hub.no_model", alternative=repr(alternative)))
     name = name.strip()
     if name.startswith("embedded:"):
         folder = ASSETS_DIR / name.removeprefix("embedded:")
         if not (folder / "config.json").is_file():
-            raise ResolveError(
-                f"embedded model {name!r} is missing from the assets folder; rebuild it with the script in "
-                "scripts/ or set RLOO_DEMO_ASSETS to the folder that holds it"
-            )
+            raise ResolveError(Message("hub.embedded_missing", name=repr(name)))
         return str(folder)
     path = Path(name).expanduser()
     if path.exists() or name.startswith((".", "/", "~")):
         if not (path / "config.json").is_file():
-            raise ResolveError(f"model folder {name!r} does not exist or has no config.json")
+            raise ResolveError(Message("cfg.policy_missing", path=repr(name)))
         return str(path)
     return _snapshot(name, "model", alternative)
 
@@ -65,23 +63,22 @@ def _snapshot(repo_id: str, repo_type: str, alternative: str) -> str:
     try:
         validate_repo_id(repo_id)
     except Exception as exc:
-        raise ResolveError(f"{repo_id!r} is neither a local folder nor a valid hub {repo_type} id ({exc})") from None
+        raise ResolveError(
+            Message("hub.bad_id", id=repr(repo_id), kind=Message(f"hub.{repo_type}"), detail=str(exc))
+        ) from None
     try:
         return snapshot_download(repo_id, repo_type=repo_type, local_files_only=True)
     except Exception:
         pass  # not cached: try the hub below, unless offline
     if is_offline():
-        raise ResolveError(
-            f"{repo_type} {repo_id!r} is not in the local Hugging Face cache and the hub cannot be reached "
-            f"(HF_HUB_OFFLINE=1). Use the embedded {repo_type} {alternative!r}, or download {repo_id!r} on a machine "
-            "with network access into HF_HOME first."
-        )
+        raise ResolveError(Message(f"hub.offline_{repo_type}", id=repr(repo_id), alternative=repr(alternative)))
     try:
         return snapshot_download(repo_id, repo_type=repo_type, etag_timeout=5)
     except Exception as exc:
         raise ResolveError(
-            f"{repo_type} {repo_id!r} could not be fetched: the Hugging Face Hub could not be reached or has no such "
-            f"repo ({type(exc).__name__}). Use the embedded {repo_type} {alternative!r}, or check the id."
+            Message(
+                f"hub.unreachable_{repo_type}", id=repr(repo_id), kind=type(exc).__name__, alternative=repr(alternative)
+            )
         ) from None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from rloo_demo.errors import ConfigError
+from rloo_demo.i18n import Message
 
 ADAPTABLE = ("Linear", "Conv1D", "Embedding", "Conv1d", "Conv2d", "Conv3d", "MultiheadAttention")
 
@@ -41,14 +42,14 @@ def lora_target_problem(folder: str, targets: list[str]) -> str | None:
     modules = module_types(folder)
     adaptable = [(n, t) for n, t in modules if t in ADAPTABLE]
     offered = sorted({n.rsplit(".", 1)[-1] for n, _ in adaptable})
-    hint = "this policy's adaptable layers are " + ", ".join(offered[:20]) + (" ..." if len(offered) > 20 else "")
+    hint = Message("lora.layers", layers=", ".join(offered[:20]) + (" ..." if len(offered) > 20 else ""))
     for target in targets:
         found = [t for n, t in modules if matches(n, target)]
         if not found:
-            return f"the policy has no module named {target!r}; {hint} (or leave it empty: every linear layer)"
+            return Message("lora.no_module", target=repr(target), hint=hint)
         if not any(t in ADAPTABLE for t in found):
             kinds = ", ".join(sorted(set(found))[:3])
-            return f"{target!r} names a {kinds} block, which LoRA cannot adapt; {hint}"
+            return Message("lora.not_adaptable", target=repr(target), kinds=kinds, hint=hint)
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rloo_demo.errors import NotFound
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import resolve_model
 
 
@@ -20,10 +21,9 @@ def load_policy(name: str):
         model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32")
     except Exception as exc:  # SafetensorError, OSError, ValueError, json's errors, ...: the files are the problem
         reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
-        what = "this run's model" if Path(folder).name == "model" else f"the model {name!r}"
+        what = Message("policy.run_model") if Path(folder).name == "model" else Message("policy.model", name=repr(name))
         raise NotFound(
-            f"{what} cannot be read ({type(exc).__name__}{': ' + reason if reason else ''}); its files are corrupt "
-            "or incomplete"
+            Message("policy.unreadable", what=what, detail=type(exc).__name__ + (": " + reason if reason else ""))
         ) from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from rloo_demo.errors import InputError
+from rloo_demo.i18n import Message
 from rloo_demo.models.templates import encode_prompt
 
 
@@ -47,15 +48,16 @@ def prompt_ids_that_fit(tokenizer, prompt, max_new_tokens: int, max_ctx: int) ->
         try:
             prompt.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InputError(f"prompt is not valid Unicode text (a lone surrogate at character {exc.start})") from None
+            raise InputError(
+                Message("value.bad_text", name="prompt", problem=Message("cfg.surrogate", at=exc.start))
+            ) from None
     if max_new_tokens >= max_ctx:
-        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
+        raise InputError(Message("sampling.no_room", tokens=max_new_tokens, context=max_ctx))
     ids = encode_prompt(tokenizer, prompt) or [tokenizer.bos_token_id or tokenizer.eos_token_id]
     room = max_ctx - max_new_tokens
     if len(ids) > room:
         raise InputError(
-            f"prompt is {len(ids):,} tokens long; this policy reads {max_ctx} tokens, {max_new_tokens} of them for "
-            f"the completion, so a prompt may have at most {room:,} tokens: shorten it"
+            Message("sampling.too_long", had=f"{len(ids):,}", context=max_ctx, tokens=max_new_tokens, room=f"{room:,}")
         )
     return list(ids)
 
@@ -69,7 +71,7 @@ def cut_to_fit(tokenizer, text: str, max_new_tokens: int, max_ctx: int, render=N
     new tokens alone fill the context, or the template around the text does."""
     render = render or (lambda t: t)
     if max_new_tokens >= max_ctx:
-        raise InputError(f"{max_new_tokens} new tokens do not fit this model's context of {max_ctx} tokens")
+        raise InputError(Message("sampling.no_room", tokens=max_new_tokens, context=max_ctx))
     room = max_ctx - max_new_tokens
 
     def fits(start: int) -> bool:
@@ -79,10 +81,7 @@ def cut_to_fit(tokenizer, text: str, max_new_tokens: int, max_ctx: int, render=N
     if had <= room:
         return text, 0, had
     if not fits(len(text)):
-        raise InputError(
-            f"prompt is {had:,} tokens long; this policy reads {max_ctx} tokens, {max_new_tokens} of them for the "
-            f"completion, and the template around it leaves no room: shorten it"
-        )
+        raise InputError(Message("sampling.template_full", had=f"{had:,}", context=max_ctx, tokens=max_new_tokens))
     lo, hi = 0, len(text)  # text[lo:] does not fit, text[hi:] does
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -100,7 +99,9 @@ def fit_prompt(folder: str, text: str, max_new_tokens: int, render=None) -> tupl
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InputError(f"prompt is not valid Unicode text (a lone surrogate at character {exc.start})") from None
+            raise InputError(
+                Message("value.bad_text", name="prompt", problem=Message("cfg.surrogate", at=exc.start))
+            ) from None
     try:
         config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

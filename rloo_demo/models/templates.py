@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rloo_demo.chat import AUTO, CHAT
 from rloo_demo.errors import ConfigError
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import resolve_model
 
 
@@ -56,18 +57,10 @@ def check_template(config, folder: str | Path | None = None) -> str:
         folder = resolve_model(config.policy)
     template = effective_template(config, folder)
     if template == CHAT and not has_chat_template(folder):
-        raise ConfigError(
-            {
-                "prompt_template": f"chat prompts need a tokenizer with a chat template, and {config.policy!r} has "
-                "none; use continuation or instruction, or an instruct model"
-            }
-        )
+        raise ConfigError({"prompt_template": Message("template.no_chat", policy=repr(config.policy))})
     if config.system_prompt and template != CHAT:
         raise ConfigError(
-            {
-                "system_prompt": f"only chat prompts have a system message, and this run's prompts are {template!r} "
-                f"(the policy {config.policy!r} has no chat template); leave it empty"
-            }
+            {"system_prompt": Message("template.no_system", template=repr(template), policy=repr(config.policy))}
         )
     return template
 

@@ -15,12 +15,13 @@ from rloo_demo.engine import snapshots
 from rloo_demo.errors import Busy, InputError, NotFound, UserError
 from rloo_demo.eval.evaluation import Scorer, evaluate, heldout_prompts
 from rloo_demo.eval.judges import base_perplexity, collapse_warning, judge_texts
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.policy import load_policy
 from rloo_demo.models.sampling import fit_prompt, sample
+from rloo_demo.public.gates import Caller, SamplingGate, owner_digest
+from rloo_demo.public.limits import Limits
 from rloo_demo.server.cache import LRU
-from rloo_demo.server.gates import Caller, SamplingGate, owner_digest
-from rloo_demo.server.limits import Limits
 from rloo_demo.server.readers import RunReader
 from rloo_demo.server.runner import Runner
 from rloo_demo.task.data import as_run_prompt
@@ -56,11 +57,11 @@ class Inference:
     def _check_comparable(self, name) -> None:
         """Cheap checks before a sampling job is admitted: a refusal costs the caller none of its rate."""
         if not isinstance(name, str) or not name:
-            raise InputError("pick a run first (train one on the Train tab)")
+            raise InputError(Message("inference.pick_run"))
         if self.runner.get_active(name) is None:
             run = self.runner.run(name)
             if run.model_dir is None:
-                raise NotFound(f"run {name!r} has no trained model (status: {run.status().get('status')})")
+                raise NotFound(Message("inference.no_model", name=repr(name), status=str(run.status().get("status"))))
 
     def models_for(self, name):
         """``(base, trained, tokenizer, config)`` for a run; a live run gives a snapshot between two updates."""
@@ -70,17 +71,14 @@ class Inference:
             base, tok = self._load(config.policy)
             trained = active.policy_snapshot()
             if trained is None:
-                raise Busy(
-                    "this run's policy is not available yet (it is loading, or it trains in a subprocess); "
-                    "compare again once it has a first step, or when it ends"
-                )
+                raise Busy(Message("inference.not_yet"))
             return base, trained, tok, config
         run = self.runner.run(name)
         if run.unreadable():
-            raise NotFound(f"run {name!r} is unreadable: {run.unreadable()}")
+            raise NotFound(Message("controller.unreadable", name=repr(name), reason=run.unreadable()))
         config = run.config()
         if run.model_dir is None:
-            raise NotFound(f"run {name!r} has no trained model (status: {run.status().get('status')})")
+            raise NotFound(Message("inference.no_model", name=repr(name), status=str(run.status().get("status"))))
         base, tok = self._load(config.policy)
         trained, _ = self._load(str(run.model_dir))
         return base, trained, tok, config
@@ -147,11 +145,11 @@ class Inference:
         Snapshots are loaded one at a time and dropped, not cached: they would push Compare's models out."""
         args = self.limits.probe_request(prompt, num_samples, seed)
         if not isinstance(name, str) or not name:
-            raise InputError("pick a run first (train one on the Train tab)")
+            raise InputError(Message("inference.pick_run"))
         active = self.runner.get_active(name)
         run = active.run if active is not None else self.runner.run(name)
         if active is None and run.unreadable():
-            raise NotFound(f"run {name!r} is unreadable: {run.unreadable()}")
+            raise NotFound(Message("controller.unreadable", name=repr(name), reason=run.unreadable()))
         ahead = active.config if active is not None else run.config()
         prompt, cut = self._fit(name, args["prompt"], min(ahead.max_new_tokens, self.limits.max_compare_tokens))
         args["prompt"] = prompt
@@ -209,10 +207,17 @@ class Inference:
         starter (and never while it trains): a visitor cannot overwrite another's evaluation or model card."""
         args = self.limits.eval_request(num_prompts, seed)
         self._check_comparable(name)
-        with self.sampling(caller.key):
+        gate = self.sampling
+
+        def paced(done, total):  # between prompts: keep to sampling's share while a run trains (SamplingGate.pace)
+            gate.pace()
+            if progress:
+                progress(done, total)
+
+        with gate(caller.key):
             base, trained, tok, config = self.models_for(name)
             prompts = heldout_prompts(config, args["num_prompts"])
-            result = evaluate(base, trained, tok, config, prompts, samples_per_prompt, args["seed"], progress=progress)
+            result = evaluate(base, trained, tok, config, prompts, samples_per_prompt, args["seed"], progress=paced)
         if self.runner.get_active(name) is None:
             run = self.runner.run(name)
             if self.may_write(run, caller):

@@ -16,8 +16,9 @@ import hmac
 
 from rloo_demo.config import text_problem
 from rloo_demo.errors import Busy, InputError, NotOwner
-from rloo_demo.server.gates import Caller, owner_digest
-from rloo_demo.server.limits import Limits
+from rloo_demo.i18n import Message
+from rloo_demo.public.gates import Caller, owner_digest
+from rloo_demo.public.limits import Limits
 from rloo_demo.server.runner import Runner
 from rloo_demo.store.folder import RunFolder
 from rloo_demo.store.labels import MAX_LABEL_CHARS, MAX_NOTE_CHARS, delete_folder, read_notes, write_notes
@@ -29,12 +30,14 @@ def _text(field: str, value, limit: int) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InputError(f"the {field} must be a text")
+        raise InputError(Message("manage.not_text", field=Message(f"manage.{field}")))
     problem = text_problem(value)
     if problem:
-        raise InputError(f"the {field} {problem}")
+        raise InputError(Message("manage.bad_text", field=Message(f"manage.{field}"), problem=problem))
     if len(value) > limit:
-        raise InputError(f"the {field} is {len(value):,} characters long; at most {limit:,} are allowed")
+        raise InputError(
+            Message("manage.too_long", field=Message(f"manage.{field}"), chars=f"{len(value):,}", limit=f"{limit:,}")
+        )
     return value
 
 
@@ -49,12 +52,9 @@ class RunManager:
         run = self.runner.run(name)  # NotFound for anything but a run folder's plain name, before the disk
         status = run.status()
         if self.runner.get_active(name) is not None or (status.get("status") == "running" and is_alive(status)):
-            raise Busy(f"run {name} is training: it cannot be {what} until it has finished or been stopped")
+            raise Busy(Message("manage.training", name=name, what=Message(f"manage.{what}")))
         if self.limits.public and not self._owns(status, caller):
-            raise NotOwner(
-                f"on this public server a run can be {what} only from the browser session that started it; "
-                f"{name} was not started from this one"
-            )
+            raise NotOwner(Message("manage.not_yours", name=name, what=Message(f"manage.{what}")))
         return run
 
     def _owns(self, status: dict, caller: Caller) -> bool:
@@ -78,7 +78,7 @@ class RunManager:
         """Set a run's label and/or note (None keeps one; an empty text clears it); returns what is stored."""
         label = _text("label", label, MAX_LABEL_CHARS)
         note = _text("note", note, MAX_NOTE_CHARS)
-        run = self._editable(name, caller, "renamed or annotated")
+        run = self._editable(name, caller, "renamed")
         if label is None and note is None:
             return read_notes(run)
         return write_notes(run, label=label, note=note)

@@ -3,6 +3,11 @@
 A run in training is read from memory (``ActiveRun``: its metrics channel and latest rollouts); a run on disk from
 its folder, through caches keyed by file stamps, so an idle page costs a few ``stat`` calls per tick whatever the
 run's size. Arena summaries in the runs folder are read here too.
+
+What a page watches depends on whose server it is. On a local server (one user) a fresh page attaches to the newest
+run, and follows any run that starts: they are all its user's. On a public server the runs are other people's: a
+fresh page attaches only to its visitor's own (``owns``: the same client id, which a reload keeps, or the same
+address, by which the slot's rules know a visitor), and others' runs stay in the Runs tab.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ from pathlib import Path
 from rloo_demo.arena import ARENA_FILE, markdown_table
 from rloo_demo.config import RunConfig, is_valid_run_name, text_problem
 from rloo_demo.errors import InputError, NotFound
+from rloo_demo.i18n import Message
+from rloo_demo.public.gates import Caller, owner_digest
+from rloo_demo.public.limits import as_int
+from rloo_demo.public.redaction import Redactor, inert
+from rloo_demo.public.retention import visitor_digest
 from rloo_demo.server.cache import LRU
 from rloo_demo.server.cache import stamp as file_stamp
-from rloo_demo.server.gates import Caller
-from rloo_demo.server.limits import as_int
-from rloo_demo.server.redaction import Redactor, inert
-from rloo_demo.server.runner import Runner
+from rloo_demo.server.runner import ActiveRun, Runner
+from rloo_demo.store.folder import stop_reason
 from rloo_demo.store.jsonl import RolloutIndex, read_jsonl_counted
 from rloo_demo.store.labels import notes_stamp, read_notes
 
@@ -35,6 +43,7 @@ DEFAULT_STEP_WORK = 16 * 24
 
 
 POLL_RECORDS = 200  # records in one /poll_metrics answer (about 180 kB)
+
 
 @dataclass
 class RunView:
@@ -67,6 +76,7 @@ class RunReader:
         self._indexes = LRU(CACHE_ENTRIES)  # rollouts.jsonl path -> RolloutIndex
         self._steps = LRU(CACHE_ENTRIES)  # (rollouts.jsonl path, step) -> (its byte ranges, the parsed groups)
         self._listed: tuple | None = None  # (the listed runs' stamps, list_runs's answer)
+        self._starters = LRU(CACHE_ENTRIES)  # run name -> (status.json's stamp, its starter's (owner, visitor) hashes)
         self._cache_lock = threading.Lock()
 
     def step_seconds(self, config: RunConfig) -> float:
@@ -85,8 +95,14 @@ class RunReader:
                 return sum(times) / len(times) * work / past
         return DEFAULT_STEP_SECONDS * work / DEFAULT_STEP_WORK
 
-    def default_run(self) -> str | None:
-        """The run a fresh page attaches to: the newest one training, else the newest on disk."""
+    def default_run(self, caller: Caller | None = None) -> str | None:
+        """The run a fresh page attaches to: the newest one training, else the newest on disk; on a public server
+        only the caller's own (none: the page starts empty, and says so)."""
+        if self.runner.limits.public:
+            own = self.own_active(caller)
+            if own is not None:
+                return own.name
+            return next((r.name for r in self.runner.runs()[:MAX_LISTED_RUNS] if self._started_by(r, caller)), None)
         active = self.runner.latest_active()
         if active is not None:
             return active.name
@@ -95,18 +111,39 @@ class RunReader:
 
     def follow(self, name, caller: Caller) -> str | None:
         """The run a page should show on its next tick: its own, unless it watches nothing (or a finished run)
-        while another trains. Also the page's heartbeat: its starter's run is not abandoned while it ticks."""
+        while another trains: on a local server any other, on a public one only the caller's own. Also the page's
+        heartbeat: its starter's run is not abandoned while it ticks."""
         self.runner.heartbeat(owner=caller.client_id or None)
         name = name if isinstance(name, str) and name else None
         _, turn = self.runner.turn_of(caller.key)
         if turn is not None and turn.started and turn.started != name and self.runner.get_active(turn.started):
             return turn.started  # the visitor's place in the line became a run: its page shows it
-        active = self.runner.latest_active()
+        active = self.own_active(caller) if self.runner.limits.public else self.runner.latest_active()
         if active is not None and active.name != name:
             view = self.view(name)
             if view is None or not view.live:
                 return active.name
         return name
+
+    def own_active(self, caller: Caller | None) -> ActiveRun | None:
+        """The newest run in training that the caller started (``owns``), or None."""
+        own = [a for a in self.runner.active() if owns(caller, a.owner, a.visitor)]
+        return max(own, key=lambda a: a.started) if own else None
+
+    def _started_by(self, run, caller: Caller | None) -> bool:
+        """Whether a run on disk is the caller's: its status.json's starter hashes, read once per change of it."""
+        if caller is None:
+            return False
+        stamp = file_stamp(run.path / "status.json")
+        with self._cache_lock:
+            cached = self._starters.get_fresh(run.name)
+        if cached is None or cached[0] != stamp:
+            status = run.status()
+            cached = (stamp, (status.get("owner"), status.get("visitor")))
+            with self._cache_lock:
+                self._starters.put(run.name, cached)
+        owner, visitor = cached[1]
+        return owns_record(caller, owner, visitor)
 
     def view(self, name) -> RunView | None:
         """A run's status and metrics; None for no such run. An unreadable run is a view that says so."""
@@ -163,7 +200,7 @@ class RunReader:
             elapsed,
             config,
             False,
-            status.get("reason"),
+            stop_reason(status),  # a Message where it can be one: the page translates it
             skipped,
         )
 
@@ -176,13 +213,14 @@ class RunReader:
         since = as_int("since_step", since_step, -1, 10**9)
         view = self.view(name)
         if view is None:
-            raise NotFound(f"no run named {name!r}" if is_valid_run_name(name) else "no such run")
+            missing = Message("runner.no_run", name=repr(name)) if is_valid_run_name(name) else None
+            raise NotFound(missing or Message("readers.no_such_run"))
         after = [r for r in view.records if r.get("step", 0) > since]
         return {
             "run": view.name,
             "status": view.status,
             "error": view.error,
-            "reason": view.reason,
+            "reason": str(view.reason) if view.reason is not None else None,
             "max_steps": view.max_steps,
             "records": after[:POLL_RECORDS],
             "more": len(after) > POLL_RECORDS,
@@ -262,7 +300,7 @@ class RunReader:
         """The API's rollouts: the run's steps and one step's groups. A name that is not a text an answer can
         carry is refused (echoed, a lone surrogate broke the answer's JSON and the caller's whole event stream)."""
         if isinstance(name, str) and text_problem(name):
-            raise InputError(f"run {text_problem(name)}")
+            raise InputError(Message("value.bad_text", name="run", problem=text_problem(name)))
         step = as_int("step", step, -(10**9), 10**9)
         shown = name if is_valid_run_name(name) else None
         return {"run": shown, "steps": self.rollout_steps(name), "groups": self.rollouts(name, step)}
@@ -308,16 +346,16 @@ class RunReader:
     def arena(self, name) -> dict:
         """One arena's summary: its table (Markdown, inert) and the names of its runs that are still on disk."""
         if not isinstance(name, str) or not ARENA_FILE.fullmatch(f"{name}.json"):
-            raise NotFound("no such arena (its name is arena-<date>-<time>)")
+            raise NotFound(Message("readers.no_arena"))
         path = Path(self.runner.runs_dir) / f"{name}.json"
         try:
             if path.stat().st_size > 2_000_000:
-                raise NotFound(f"arena {name!r} is too large to show")
+                raise NotFound(Message("readers.arena_large", name=repr(name)))
             data = json.loads(path.read_text(encoding="utf-8"))
             table = markdown_table(data["rows"], str(data.get("settings", "")))
             runs = [r["run"] for r in data.get("runs", []) if isinstance(r, dict) and is_valid_run_name(r.get("run"))]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise NotFound(f"arena {name!r} cannot be read ({type(exc).__name__})") from None
+            raise NotFound(Message("readers.arena_unreadable", name=repr(name), kind=type(exc).__name__)) from None
         on_disk = {r.name for r in self.runner.runs()}
         return {"name": name, "markdown": inert(table), "runs": [r for r in runs if r in on_disk]}
 
@@ -334,3 +372,26 @@ class RunReader:
         names = [a.name for a in self.runner.active()]
         names += [r.name for r in self.runner.runs() if r.model_dir is not None and r.name not in names]
         return names
+
+
+def owns(caller: Caller | None, owner: str | None, visitor: str | None) -> bool:
+    """Whether a run in training is the caller's: started with its client id (``owner``, which a reload keeps) or
+    by its visitor (``visitor``, the address: Start refuses a second run of it while this one trains)."""
+    if caller is None:
+        return False
+    if caller.client_id and owner == caller.client_id:
+        return True
+    key = caller.host or caller.client_id
+    return bool(key) and visitor == key
+
+
+def owns_record(caller: Caller, owner: str | None, visitor: str | None) -> bool:
+    """``owns`` for a run on disk, whose status.json keeps hashes of its starter (``gates.owner_digest``,
+    ``retention.visitor_digest``), never the client id or the address."""
+    key = caller.host or caller.client_id
+    if key and visitor and visitor == visitor_digest(key):
+        return True
+    try:
+        return bool(caller.client_id and owner) and owner == owner_digest(caller.client_id)
+    except InputError:  # a client id that is not a text a hash is taken of: nobody's
+        return False

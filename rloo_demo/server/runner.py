@@ -17,6 +17,7 @@ No gradio here: the controller calls these methods, and tests call them directly
 from __future__ import annotations
 
 import hmac
+import logging
 import shutil
 import threading
 import time
@@ -24,11 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rloo_demo.config import RunConfig, is_valid_run_name
-from rloo_demo.engine.training import TrainingJob, check_resources
-from rloo_demo.errors import Busy, DiskFull, NotFound, NotOwner, UserError
-from rloo_demo.server.limits import Limits
-from rloo_demo.server.line import ComputeBudget, Ticket, WaitingLine
-from rloo_demo.server.retention import prune, visitor_digest
+from rloo_demo.engine.training import STOP_STARTER, TrainingJob, check_resources
+from rloo_demo.errors import Busy, DiskFull, NotFound, NotOwner, UserError, message_of
+from rloo_demo.i18n import Message
+from rloo_demo.public.limits import Limits
+from rloo_demo.public.retention import prune, visitor_digest
+from rloo_demo.public.waiting import ComputeBudget, Ticket, WaitingLine
 from rloo_demo.server.subprocess_job import SubprocessJob
 from rloo_demo.store.folder import RunFolder
 from rloo_demo.store.listing import list_runs, mark_interrupted
@@ -134,6 +136,7 @@ class Runner:
         self.line = WaitingLine(self.limits.max_waiting)
         self.budget = ComputeBudget(self.limits.compute_seconds_per_hour)
         self._turns: dict[str, Ticket] = {}  # visitor -> its latest ticket that left the line (started or failed)
+        self._ended = 0  # runs that ended since the watchdog's last round
         Path(self.runs_dir).mkdir(parents=True, exist_ok=True)
         mark_interrupted(self.runs_dir)
         self.prune()
@@ -149,7 +152,7 @@ class Runner:
         line for the slot is ``request``'s: this is for a caller that wants a run now or not at all.
 
         ``owner_record`` is what status.json keeps about the starter (a hash of its client id, see the controller)."""
-        config.output_dir = self.runs_dir
+        self.place(config)
         self._refuse_if_busy()  # before the slow part: a busy server answers at once
         self._make_room()
         check_resources(config)  # may read the HF cache or download: never under the lock that ticks take
@@ -163,15 +166,16 @@ class Runner:
     ) -> Ticket:
         """Start a validated config when the slot is free and nobody waits, else give it a place in the line (it
         starts by itself when its turn comes: ``_admit_next``). Everything that can refuse it (the visitor's own
-        run still training, its compute budget, the disk, the models) is checked now, not when its turn comes."""
-        config.output_dir = self.runs_dir
+        run still training, its compute budget, the disk, the models) is checked now, not when its turn comes: the
+        models once, here, before the lock (the job that starts it trusts this check)."""
+        self.place(config)
         visitor = owner_host or owner
         with self._lock:
             self._reap()
             mine = [a.name for a in self._active.values() if a.visitor == visitor]
             running = {a.visitor: a.started_clock for a in self._active.values() if a.visitor}
         if mine:
-            raise Busy(f"your run {mine[0]} is still training; stop it or wait for it to end before starting another")
+            raise Busy(Message("runner.yours_training", name=mine[0]))
         self.budget.admit(visitor, running)
         self._make_room()
         check_resources(config)  # may read the HF cache or download: never under the lock that ticks take
@@ -185,6 +189,13 @@ class Runner:
         self.line.join(ticket)
         self._admit_next()  # the slot may have freed meanwhile: the head of the line, not this ticket, gets it
         return ticket
+
+    def place(self, config: RunConfig) -> RunConfig:
+        """Put a run in this server's runs folder: the one place a run's ``output_dir`` is set on a server, whatever a
+        caller sent (the controller refuses any other folder in public mode). The controller places a config before
+        it marks it checked, so placing it again here changes nothing and the mark holds."""
+        config.output_dir = self.runs_dir
+        return config
 
     def turn_of(self, visitor: str) -> tuple[int | None, Ticket | None]:
         """``(place in the line, the visitor's last ticket that left it)``: where a waiting page stands."""
@@ -218,7 +229,7 @@ class Runner:
                     self._refuse_if_disk_full()
                     ticket.started = self._start_locked(ticket).name
                 except (UserError, OSError) as exc:
-                    ticket.error = str(exc)
+                    ticket.error = message_of(exc)
                 self._turns[ticket.visitor] = ticket
 
     def _start_locked(self, ticket: Ticket) -> ActiveRun:
@@ -246,32 +257,27 @@ class Runner:
                 self._reap()
                 return self._refuse_if_busy(locked=True)
         if len(self._active) >= self.max_concurrent:
-            running = ", ".join(
-                f"{a.name} (step {self.progress(a)[0]}/{a.config.max_steps})" for a in self._active.values()
-            )
-            raise Busy(
-                f"the server is busy training {running}; it trains {self.max_concurrent} run(s) at a time. "
-                "Watch it here, or start yours when it ends."
-            )
+            running = [
+                Message("runner.busy_run", name=a.name, step=self.progress(a)[0], max_steps=a.config.max_steps)
+                for a in self._active.values()
+            ]
+            raise Busy(Message("runner.busy", running=running, slots=self.max_concurrent))
 
     def _refuse_if_disk_full(self) -> None:
         free_mb = shutil.disk_usage(self.runs_dir).free / 1e6
         if free_mb < self.limits.min_free_mb:
-            raise DiskFull(
-                f"the server's disk is full ({free_mb:.0f} MB free, a run needs {self.limits.min_free_mb:g}); "
-                "no new run can start until space is freed"
-            )
+            raise DiskFull(Message("runner.disk_full", free=f"{free_mb:.0f}", needed=f"{self.limits.min_free_mb:g}"))
 
-    def stop(self, name: str, owner: str, reason: str = "its starter asked it to stop") -> None:
+    def stop(self, name: str, owner: str, reason: str = STOP_STARTER) -> None:
         with self._lock:
             active = self._active.get(name)
         if active is None:
-            raise NotFound(f"run {name!r} is not training")
+            raise NotFound(Message("runner.not_training", name=repr(name)))
         if self.is_admin(owner):
-            active.job.stop("the server's operator stopped it")
+            active.job.stop(Message("stop.operator"))
             return
         if not hmac.compare_digest(_bytes(active.owner), _bytes(owner)):
-            raise NotOwner("only the browser session that started this run can stop it")
+            raise NotOwner(Message("runner.not_owner"))
         active.job.stop(reason)
 
     def is_admin(self, token: str) -> bool:
@@ -287,6 +293,7 @@ class Runner:
     def _reap(self) -> None:
         for name in [n for n, a in self._active.items() if a.job.done]:
             active = self._active.pop(name)
+            self._ended += 1  # the watchdog prunes after it, whoever noticed the end (a poll, a tick, a Start)
             if active.visitor:  # its time counts against the visitor's hour
                 self.budget.record(active.visitor, active.started_clock)
 
@@ -307,16 +314,20 @@ class Runner:
 
     @staticmethod
     def progress(active: ActiveRun) -> tuple[int, int]:
-        return (active.steps_logged(), active.config.max_steps)
+        """``(the last step logged, max_steps)``: the step, not the count of records, which a run with gaps (a line
+        it could not write) has fewer of."""
+        return (active.latest_step(), active.config.max_steps)
 
     # ------------------------------------------------------------------ liveness and housekeeping
 
     def heartbeat(self, owner: str | None = None, host: str | None = None) -> None:
-        """A sign of life from a client: its runs are not abandoned, and its place in the line is kept."""
+        """A sign of life from a client: the runs its client id (``owner``) or its address (``host``) started are not
+        abandoned, and the place its address holds in the line is kept. Only the address keeps a place: the line is
+        keyed by visitor, and a client id is whatever the caller names, so an id that spells another visitor's
+        address would keep that visitor's place."""
         now = time.monotonic()
-        for visitor in (host, owner):
-            if visitor:
-                self.line.seen(visitor, now)
+        if host:
+            self.line.seen(host, now)
         with self._lock:
             for active in self._active.values():
                 if (owner and active.owner == owner) or (host and active.owner_host == host):
@@ -331,12 +342,12 @@ class Runner:
         stopped = []
         for active in self.active():
             if now - active.last_seen > limit and not active.stop_requested():
-                active.job.stop(f"its page was gone for more than {limit:g} s (abandoned)")
+                active.job.stop(Message("stop.abandoned", seconds=f"{limit:g}"))
                 stopped.append(active.name)
         return stopped
 
     def prune(self) -> list[str]:
-        """Old runs out (``server.retention``): a visitor's own beyond its cap, then the oldest past their keep time
+        """Old runs out (``public.retention``): a visitor's own beyond its cap, then the oldest past their keep time
         beyond the server's counts. A run in training is never touched."""
         protect = {a.name for a in self.active()}
         low = shutil.disk_usage(self.runs_dir).free / 1e6 < self.limits.min_free_mb  # a full disk is cleared too
@@ -348,23 +359,24 @@ class Runner:
         self._refuse_if_disk_full()
 
     def _watch(self) -> None:
-        finished_seen = 0
         while not self._closed.wait(WATCHDOG_SECONDS):
-            try:
-                self.check_abandoned()
-                with self._lock:
-                    before = len(self._active)
-                    self._reap()
-                    finished_seen += before - len(self._active)
-                self.line.drop_gone(self.limits.abandon_seconds)
-                self._admit_next()
-                if finished_seen:
-                    finished_seen = 0
-                    self.prune()
-            except Exception:  # housekeeping must never die; the next round tries again
-                import logging
+            self.watch_round()
 
-                logging.getLogger(__name__).exception("watchdog round failed")
+    def watch_round(self) -> None:
+        """One round of the watchdog: abandoned runs stopped, gone visitors out of the line, the slot given to the
+        next, and old runs pruned once a run has ended since the last round (however its end was noticed: a run
+        that a page's poll saw end was left unpruned until the next Start, its visitor one run over its cap)."""
+        try:
+            self.check_abandoned()
+            with self._lock:
+                self._reap()
+                ended, self._ended = self._ended, 0
+            self.line.drop_gone(self.limits.abandon_seconds)
+            self._admit_next()
+            if ended:
+                self.prune()
+        except Exception:  # housekeeping must never die; the next round tries again
+            logging.getLogger(__name__).exception("watchdog round failed")
 
     def close(self) -> None:
         self._closed.set()
@@ -377,11 +389,11 @@ class Runner:
     def run(self, name) -> RunFolder:
         """A run folder by name; the name must be a plain folder name inside the runs folder."""
         if not is_valid_run_name(name):
-            raise NotFound("no such run (a run name is 1 to 100 of A-Z a-z 0-9 . _ -)")
+            raise NotFound(Message("runner.bad_name"))
         root = Path(self.runs_dir).resolve()
         path = root / name
         if path.resolve().parent != root or not (path / "config.yaml").is_file():
-            raise NotFound(f"no run named {name!r}")
+            raise NotFound(Message("runner.no_run", name=repr(name)))
         return RunFolder(path)
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from rloo_demo.config import RunConfig
-from rloo_demo.engine.training import TrainingJob, check_resources
+from rloo_demo.engine.training import STOP_STARTER, TrainingJob, check_resources
 from rloo_demo.store.folder import RunFolder, default_run_name
 from rloo_demo.store.jsonl import read_jsonl_counted, save_config
 
@@ -154,6 +154,6 @@ class SubprocessJob(TrainingJob):
         for p in (self.stop_file, self.config_path):
             p.unlink(missing_ok=True)
 
-    def stop(self, reason: str = "its starter asked it to stop") -> None:
+    def stop(self, reason: str = STOP_STARTER) -> None:
         super().stop(reason)
         self.stop_file.touch()

@@ -3,8 +3,11 @@ export folder (gradio serves files from its temp folder, not from a runs folder 
 
 Only a run that is done has exports: a run in training changes at every step, and each export of it would be one
 more copy, in the export folder and in gradio's cache of the files it serves (a page's selections of a training
-run once copied 173 MB in two minutes). One export is kept per run and state of its files, rebuilt only when the
-run changed, and the folder is bounded: older exports are removed.
+run once copied 173 MB in two minutes). An export is built once per run and content: it is kept while its run is
+on disk and unchanged, and replaced when the run changes (a note, a rename of its files) or goes. Kept four in all,
+a page cycling through 30 runs' details re-zipped a model at every pick (a step 5.8 times slower). Builds are one
+at a time, each in a folder of its own: two visitors exporting one run at once shared a temporary folder, and one
+of them got a FileNotFoundError.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import csv
 import hashlib
 import io
 import shutil
+import tempfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -26,46 +31,63 @@ def _stamp(path: Path) -> int:
         return 0
 
 
-def export_run(run: RunFolder, exports: Path, max_folders: int = 4) -> list[Path]:
-    """The export files of ``run`` under ``exports`` (made if the run changed since the last export); none while
-    the run trains (``status.json`` says running): its downloads are ready once it has finished."""
+_BUILDING = threading.Lock()  # one build at a time: a second asker of the same export waits, then finds it built
+_DIGEST = 10  # hex digits of an export folder's content stamp: "<run>-<digest>"
+
+
+def export_run(run: RunFolder, exports: Path) -> list[Path]:
+    """The export files of ``run`` under ``exports`` (built if this run and content has none yet); none while the
+    run trains (``status.json`` says running): its downloads are ready once it has finished."""
     if run.status().get("status") == "running":
         return []
     name = run.name
     stamp = "-".join(str(_stamp(run.path / f)) for f in ("status.json", "metrics.jsonl", "rollouts.jsonl"))
-    digest = hashlib.sha1(stamp.encode()).hexdigest()[:10]
+    digest = hashlib.sha1(stamp.encode()).hexdigest()[:_DIGEST]
     folder = exports / f"{name}-{digest}"
-    if not folder.is_dir():
-        tmp = exports / f".{name}-{digest}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        records = run.metrics()
-        keys = sorted({k for r in records for k in r}, key=lambda k: (k != "step", k))
-        with open(tmp / f"{name}-metrics.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=keys or ["step"])
-            writer.writeheader()
-            writer.writerows(records)
-        shutil.copyfile(run.path / "config.yaml", tmp / f"{name}-config.yaml")
-        if (run.path / "rollouts.jsonl").is_file():
-            shutil.copyfile(run.path / "rollouts.jsonl", tmp / f"{name}-rollouts.jsonl")
-        if run.model_dir is not None:
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-                for p in sorted(run.model_dir.rglob("*")):
-                    if p.is_file():
-                        z.write(p, Path("model") / p.relative_to(run.model_dir))
-            (tmp / f"{name}-model.zip").write_bytes(buf.getvalue())
-        tmp.rename(folder)
-        prune_exports(exports, keep=folder, max_folders=max_folders)
-    return sorted(folder.iterdir())
+    with _BUILDING:
+        if not folder.is_dir():
+            exports.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=exports))  # this build's own
+            try:
+                _build(run, tmp)
+                tmp.rename(folder)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            prune_exports(exports, run.path.parent, keep=folder)
+        return sorted(folder.iterdir())
 
 
-def prune_exports(exports: Path, keep: Path, max_folders: int = 4) -> None:
-    """Keep ``keep`` and the newest ``max_folders - 1`` other exports."""
-    folders = sorted(
-        (p for p in exports.iterdir() if p.is_dir() and p != keep and not p.name.startswith(".")),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
-    for old in folders[max_folders - 1 :]:
-        shutil.rmtree(old, ignore_errors=True)
+def _build(run: RunFolder, into: Path) -> None:
+    name = run.name
+    records = run.metrics()
+    keys = sorted({k for r in records for k in r}, key=lambda k: (k != "step", k))
+    with open(into / f"{name}-metrics.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys or ["step"])
+        writer.writeheader()
+        writer.writerows(records)
+    shutil.copyfile(run.path / "config.yaml", into / f"{name}-config.yaml")
+    if (run.path / "rollouts.jsonl").is_file():
+        shutil.copyfile(run.path / "rollouts.jsonl", into / f"{name}-rollouts.jsonl")
+    if run.model_dir is not None:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in sorted(run.model_dir.rglob("*")):
+                if p.is_file():
+                    z.write(p, Path("model") / p.relative_to(run.model_dir))
+        (into / f"{name}-model.zip").write_bytes(buf.getvalue())
+
+
+def prune_exports(exports: Path, runs_dir: Path, keep: Path) -> list[str]:
+    """Remove the exports that no run on disk has any more: another content of ``keep``'s run (older), those of
+    runs deleted or pruned from ``runs_dir``, and a build's leftover (a dot folder: builds run one at a time, under
+    the lock this is called in, so one found here died before its rename). Returns the folders removed."""
+    run_of_keep = keep.name[: -_DIGEST - 1]
+    removed = []
+    for folder in exports.iterdir():
+        if not folder.is_dir() or folder == keep:
+            continue
+        run = folder.name[: -_DIGEST - 1]
+        if folder.name.startswith(".") or run == run_of_keep or not (runs_dir / run / "config.yaml").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+    return removed

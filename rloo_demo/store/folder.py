@@ -3,10 +3,11 @@
     runs/<run name>/
         config.yaml       the RunConfig, loadable with ``--config``
         status.json       {"status": running | finished | stopped | failed, "error", "reason", "step", times, the
-                          identity of the process that trains it}
+                          identity of the process that trains it}; "reason_message" beside a stop reason: its
+                          translation key and parameters (``stop_reason`` reads both)
         metrics.jsonl     one line per optimisation step: everything TRL logs, plus step and elapsed time
         rollouts.jsonl    one line per prompt group per step: prompt, K completions, scores, KL, baseline, advantage
-                          (and each completion's per-token record, ``rloo_demo.engine.tokens``)
+                          (and each completion's per-token record, ``rloo_demo.store.tokens``)
         snapshots/        policy snapshots every ``snapshot_every`` steps, for the probe (``engine.snapshots``)
         evaluation.json   the last base-vs-trained evaluation, when one was run
         notes.json        a label and a note a person gave the run (``store.labels``), when given
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from rloo_demo.config import RunConfig, is_valid_run_name
 from rloo_demo.errors import DiskFull, NotFound, UserError
+from rloo_demo.i18n import Message, from_record, parse_english
 from rloo_demo.store.jsonl import atomic_write_text, read_jsonl, read_jsonl_counted, save_config
 from rloo_demo.store.modelcard import model_card
 from rloo_demo.store.process import process_identity
@@ -107,7 +109,7 @@ class RunFolder:
         root = Path(config.output_dir)
         name = config.run_name or default_run_name(config)
         if not is_valid_run_name(name):
-            raise UserError(f"run name {name!r} is not allowed")
+            raise UserError(Message("folder.bad_name", name=repr(name)))
         try:
             root.mkdir(parents=True, exist_ok=True)
             tmp = root / f".creating-{uuid.uuid4().hex[:12]}"
@@ -121,7 +123,7 @@ class RunFolder:
                 raise
         except OSError as exc:
             if _is_disk_full(exc):
-                raise DiskFull("the server's disk is full: no new run can be saved until space is freed") from None
+                raise DiskFull(Message("folder.disk_full")) from None
             raise
         return cls(path)
 
@@ -151,6 +153,10 @@ class RunFolder:
         now = time.time()
         data = self.status() if (self.path / "status.json").is_file() else {"created": now}
         data.pop("unreadable", None)
+        reason = extra.get("reason")
+        if "reason" in extra:  # the English text for the CLI and old readers, the key beside it for a page
+            extra["reason"] = str(reason) if reason is not None else None
+            extra["reason_message"] = reason.record() if isinstance(reason, Message) else None
         data.update(status=status, error=error, updated=now, **extra)
         atomic_write_text(self.path / "status.json", json.dumps(data, indent=2) + "\n")
 
@@ -180,10 +186,7 @@ class RunFolder:
             if not is_disk_full_error(exc):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)  # half a model frees its room for the status write after it
-            raise DiskFull(
-                "disk full: the server's disk filled up while the trained model was saved; the run's metrics and "
-                "rollouts are kept, its model is not"
-            ) from exc
+            raise DiskFull(Message("folder.disk_full_saving")) from exc
 
     def _save_model(self, model, tokenizer, state_dict: dict | None, tmp: Path) -> Path:
         final = self.path / "model"
@@ -240,6 +243,10 @@ class RunFolder:
 
     def metrics(self) -> list[dict]:
         return read_jsonl(self.path / "metrics.jsonl")
+
+    def stop_reason(self) -> str | None:
+        """Why the run stopped (``stop_reason`` of its status)."""
+        return stop_reason(self.status())
 
     def rollouts(self, step: int | None = None) -> list[dict]:
         rows = read_jsonl(self.path / "rollouts.jsonl")
@@ -344,5 +351,15 @@ def open_run(path: str | Path) -> RunFolder:
     """A run folder given its path; raises ``NotFound`` with a clear message if it is not one."""
     p = Path(path)
     if not (p / "config.yaml").is_file():
-        raise NotFound(f"{str(p)!r} is not a run folder (no config.yaml)")
+        raise NotFound(Message("folder.not_run", path=repr(str(p))))
     return RunFolder(p)
+
+
+def stop_reason(status: dict) -> str | None:
+    """A status's stop reason, as a ``Message`` a page can translate where it can be one: from the key and
+    parameters stored beside the text, or, for a run stopped before they were stored, from an English text that
+    reads as a known reason (``stop.*`` in en.json). Any other text (a file edited by hand) is returned as it is."""
+    text = status.get("reason") if isinstance(status, dict) else None
+    if not isinstance(text, str):
+        return None
+    return from_record(status.get("reason_message"), english=text) or parse_english(text, "stop.") or text

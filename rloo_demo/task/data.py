@@ -24,6 +24,7 @@ from datasets import Dataset
 
 from rloo_demo.chat import CHAT, is_messages, prompt_key, to_messages
 from rloo_demo.errors import DataError
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import load_hub_dataset
 from rloo_demo.models.templates import effective_template
 
@@ -107,23 +108,19 @@ def _source_rows(source: str) -> list[dict]:
     path = Path(source)
     if is_local_file(source):
         if not path.is_file():
-            raise DataError(f"data file {source!r} does not exist")
+            raise DataError(Message("data.missing", source=repr(source)))
         rows = _read_local_rows(path)
     else:
         rows = list(load_hub_dataset(source))
     if not rows:
-        raise DataError(f"data source {source!r} has no rows")
+        raise DataError(Message("data.no_rows", source=repr(source)))
     return rows
 
 
 def _texts_of(rows: list[dict], source: str, text_column: str) -> Dataset:
     if not isinstance(rows[0], dict) or text_column not in rows[0]:
         columns = sorted(rows[0]) if isinstance(rows[0], dict) else []
-        raise DataError(
-            f"data source {source!r} has no column {text_column!r}; its columns are {columns}. "
-            "Pass --text-column with the name of the column that holds the text, or give a 'prompt' column of "
-            "finished prompts."
-        )
+        raise DataError(Message("data.no_column", source=repr(source), column=repr(text_column), columns=str(columns)))
     texts = [clean_text(str(r[text_column])) for r in rows if r.get(text_column)]
     return Dataset.from_dict({"text": texts, "heldout": [is_heldout(t) for t in texts]})
 
@@ -150,10 +147,7 @@ def _given_prompts(rows: list[dict], source: str) -> list:
         elif is_messages(value):
             prompts.append(to_messages(value))
         elif value is not None:
-            raise DataError(
-                f"row {i + 1} of {source!r}: a prompt must be a text or a list of messages "
-                '[{"role": "system" | "user" | "assistant", "content": text}]'
-            )
+            raise DataError(Message("data.bad_prompt", row=i + 1, source=repr(source)))
     return prompts
 
 
@@ -167,7 +161,9 @@ def _read_local_rows(path: Path) -> list[dict]:
                 return data if isinstance(data, list) else list(data.values())[0]
             return [json.loads(line) for line in f if line.strip()]
     except (UnicodeDecodeError, ValueError, IndexError, csv.Error) as exc:
-        raise DataError(f"data file {path.name!r} cannot be read as {path.suffix.lower()[1:]}: {exc}") from None
+        raise DataError(
+            Message("data.unreadable", file=repr(path.name), format=path.suffix.lower()[1:], detail=str(exc))
+        ) from None
 
 
 # ----------------------------------------------------------------------------- prompt templates
@@ -215,10 +211,7 @@ def finish_prompt(prompt, template: str, source: str, system_prompt: str | None 
     if template == CHAT:
         return to_messages(prompt, system_prompt)
     if not isinstance(prompt, str):
-        raise DataError(
-            f"the prompts of {source!r} are chat messages, which need the chat template; use prompt_template chat "
-            "(or auto) with a policy whose tokenizer has a chat template"
-        )
+        raise DataError(Message("data.chat_prompts", source=repr(source)))
     return prompt
 
 
@@ -286,7 +279,7 @@ def _prompt_list(source, stamp, part, template, num_words, limit, text_column, s
         if limit is not None and len(prompts) >= limit:
             break
     if not prompts:
-        raise DataError(f"no {part} prompts could be built from {source!r}")
+        raise DataError(Message(f"data.no_prompts_{part}", source=repr(source)))
     return tuple(prompts)
 
 

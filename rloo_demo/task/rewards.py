@@ -32,6 +32,7 @@ from pathlib import Path
 from rloo_demo.advantages import combine_scores
 from rloo_demo.chat import completion_text
 from rloo_demo.errors import InputError
+from rloo_demo.i18n import Message
 from rloo_demo.models.hub import EMBEDDED_CLASSIFIER, ResolveError, resolve_model
 from rloo_demo.task.user_rewards import check_spec, load_reward
 
@@ -76,19 +77,16 @@ def check_classifier_folder(folder: str, name: str) -> None:
     try:
         config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise ResolveError(f"classifier {name!r} has no readable config.json") from None
+        raise ResolveError(Message("reward.classifier_config", name=repr(name))) from None
     architectures = config.get("architectures") or []
     labels = config.get("id2label") or {}
     num_labels = len(labels) if isinstance(labels, dict) and labels else config.get("num_labels", 2)
     if not any(str(a).endswith("ForSequenceClassification") for a in architectures):
         raise ResolveError(
-            f"classifier {name!r} is not a sequence classifier (its architectures are {architectures or 'unknown'}); "
-            "give a sentiment model such as 'embedded:tiny-imdb-sentiment'"
+            Message("reward.not_classifier", name=repr(name), architectures=str(architectures or "unknown"))
         )
     if num_labels != 2:
-        raise ResolveError(
-            f"classifier {name!r} has {num_labels} labels; a reward needs a two-label (negative/positive) classifier"
-        )
+        raise ResolveError(Message("reward.labels", name=repr(name), labels=num_labels))
 
 
 def make_classifier_reward(model: str = EMBEDDED_CLASSIFIER, name: str | None = None) -> RewardFn:
@@ -179,10 +177,27 @@ def _length_target(name: str) -> int | None:
 
 # ----------------------------------------------------------------------------- registry
 
-REWARDS: dict[str, Callable[[], RewardFn]] = {
-    "sentiment_classifier": make_classifier_reward,
-    "vader_compound": lambda: vader_compound,
-    "length_penalty": lambda: length_penalty,
+
+@dataclass(frozen=True)
+class BuiltinReward:
+    """A reward the app offers by name, declared once: how it is built, and what the rest reads of it (the Train
+    form's check box and weight box, the reward help beside them, a public server's list of what it offers)."""
+
+    build: Callable[[], RewardFn]
+    label: str  # text key of its weight box's label on the Train form ("weight: vader")
+    help: str  # text key of what it scores, in the form's reward help and the CLI's
+    weight: float = 1.0  # its weight box's default
+    public: bool = True  # whether a public server offers it (nothing here runs a visitor's code or reads a path)
+
+
+# Every built-in reward, in the order the form lists them; a new one is one entry here plus its two translations
+# (docs/development.md, "Add a built-in reward").
+REWARDS: dict[str, BuiltinReward] = {
+    "vader_compound": BuiltinReward(lambda: vader_compound, "train.w_vader", "reward.help.vader_compound"),
+    "sentiment_classifier": BuiltinReward(
+        make_classifier_reward, "train.w_classifier", "reward.help.sentiment_classifier"
+    ),
+    "length_penalty": BuiltinReward(lambda: length_penalty, "train.w_length", "reward.help.length_penalty", 0.5),
 }
 CLASSIFIER_PREFIX = "classifier:"
 MODULE_PREFIX = "module:"
@@ -212,25 +227,16 @@ def check_reward_name(name: str, check_files: bool = True) -> None:
         return
     if name.startswith(KEYWORD_PREFIX):
         if not _KEYWORD.fullmatch(name.removeprefix(KEYWORD_PREFIX)):
-            raise InputError(
-                f"{_shown(name)!r}: a keyword is one word of 1 to {MAX_KEYWORD_CHARS} letters or digits, "
-                "e.g. keyword:great"
-            )
+            raise InputError(Message("reward.keyword", name=repr(_shown(name)), max=MAX_KEYWORD_CHARS))
         return
     if name.startswith(LENGTH_TARGET_PREFIX):
         if _length_target(name) is None:
-            raise InputError(
-                f"{_shown(name)!r}: a length target is a whole number of words from 1 to {MAX_LENGTH_TARGET}, "
-                "e.g. length_target:20"
-            )
+            raise InputError(Message("reward.length_target", name=repr(_shown(name)), max=MAX_LENGTH_TARGET))
         return
     if name.startswith(MODULE_PREFIX):
         check_spec(name.removeprefix(MODULE_PREFIX), check_files=check_files)
         return
-    raise InputError(
-        f"unknown reward {_shown(name)!r}; choose from {', '.join(REWARDS)}, 'classifier:<hub id or folder>', "
-        "'keyword:<word>', 'length_target:<words>' or 'module:<file.py>:<function>'"
-    )
+    raise InputError(Message("reward.unknown", name=repr(_shown(name)), known=", ".join(REWARDS)))
 
 
 def build_reward(name: str) -> RewardFn:
@@ -243,7 +249,7 @@ def build_reward(name: str) -> RewardFn:
         return make_length_target_reward(_length_target(name))
     if name.startswith(MODULE_PREFIX):
         return load_reward(name.removeprefix(MODULE_PREFIX))
-    return REWARDS[name]()
+    return REWARDS[name].build()
 
 
 # ----------------------------------------------------------------------------- combining the functions' scores

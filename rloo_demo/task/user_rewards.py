@@ -7,7 +7,7 @@ markers, the same in training, Compare and ``evaluate``. TRL also passes ``compl
 ``log_extra`` and ``log_metric``, hence the ``**kwargs``. Its ``__name__`` names its metric (``rewards/<name>/mean``).
 
 Loading a file runs its code with this process's rights. That is what you want on your own machine, and what a
-public server must never do: ``rloo_demo.server.limits`` refuses ``module:`` rewards in public mode before any file is
+public server must never do: ``rloo_demo.public.limits`` refuses ``module:`` rewards in public mode before any file is
 looked at.
 
 Every call is checked: an exception, a result that is not one number (or None) per completion, or a NaN or an
@@ -28,9 +28,10 @@ from pathlib import Path
 
 from rloo_demo.chat import completion_text, prompt_text
 from rloo_demo.errors import InputError, UserError
+from rloo_demo.i18n import Message
 
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-SPEC_RULE = "give path/to/file.py:function_name, e.g. examples/rewards.py:keyword_count"
+SPEC_RULE = Message("module.rule")  # "give path/to/file.py:function_name, e.g. examples/rewards.py:keyword_count"
 TRL_KWARGS = {"completion_ids": [], "trainer_state": None, "log_extra": None, "log_metric": None}
 
 
@@ -41,15 +42,21 @@ class RewardFunctionError(UserError):
 def parse_spec(spec: str) -> tuple[str, str]:
     """``(file, function)`` of ``file.py:function``; ``InputError`` with the rule otherwise."""
     if not isinstance(spec, str):
-        raise InputError(f"reward module must be a text; {SPEC_RULE}")
+        raise InputError(Message("module.not_text", rule=SPEC_RULE))
     shown = spec if len(spec) <= 80 else spec[:79] + "…"
     if ":" not in spec:
-        raise InputError(f"reward module {shown!r}: {SPEC_RULE}")
+        raise InputError(Message("module.bad", spec=repr(shown), problem=SPEC_RULE))
     path, function = spec.rsplit(":", 1)
     if not path.endswith(".py") or len(path) > 1000:
-        raise InputError(f"reward module {shown!r}: the file must be a .py file; {SPEC_RULE}")
+        raise InputError(Message("module.bad", spec=repr(shown), problem=Message("module.not_py", rule=SPEC_RULE)))
     if not _FUNCTION.fullmatch(function):
-        raise InputError(f"reward module {shown!r}: {function!r} is not a Python function name; {SPEC_RULE}")
+        raise InputError(
+            Message(
+                "module.bad",
+                spec=repr(shown),
+                problem=Message("module.function", function=repr(function), rule=SPEC_RULE),
+            )
+        )
     return path, function
 
 
@@ -57,7 +64,7 @@ def check_spec(spec: str, check_files: bool = True) -> None:
     """The spec's form, and (``check_files``) that its file exists. Nothing is imported."""
     path, _ = parse_spec(spec)
     if check_files and not Path(path).expanduser().is_file():
-        raise InputError(f"reward module file {path!r} does not exist")
+        raise InputError(Message("module.missing", path=repr(path)))
 
 
 # ----------------------------------------------------------------------------- loading

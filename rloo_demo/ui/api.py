@@ -9,10 +9,70 @@ from rloo_demo.errors import UserError, Waiting
 from rloo_demo.ui.common import caller_of
 from rloo_demo.ui.controller import Controller
 
-# The kinds of event (gradio concurrency groups) that only read runs: the admission middleware counts them against a
-# visitor's reads before gradio touches them (server.admission). The page tick is its own group (ui.app).
+# Concurrency groups (gradio's concurrency_id) of the endpoints that read runs, and of the page tick (ui.app).
 READS, TICK = "reads", "tick"
-READ_KINDS = frozenset({READS, TICK})
+
+# What each event costs the server, in milliseconds of its CPU per call: the price the admission middleware charges
+# a visitor's one event budget (public.gates.EventGate, Limits.event_ms_per_minute) before gradio queues the event.
+# Measured with `python scripts/bench_events.py --costs` (docs/benchmarks.md, "Every event flooded"), rounded up;
+# tests/public/test_visitor_budget.py checks that every event of the page with a server function is named here.
+EVENT_COSTS: dict[str, float] = {
+    # the page's own events
+    "train_start": 16,  # a Start resolves its settings (the run's own cost is the compute budget's)
+    "train_stop": 2,
+    "train_estimate": 3,
+    "train_redraw": 6,
+    "toy": 12,
+    "rollouts_prompts": 9,
+    "rollouts_probe": 30,  # sampling's compute is the sampling gate's (its share of the wall time): this is the rest
+    "refresh_runs": 9,
+    "rollouts_run": 13,
+    "rollouts_follow": 11,
+    "pin_view": 2,
+    "pick_step": 11,
+    "pick_group": 6,
+    "drop_selection": 2,
+    "rollouts_whatif": 5,
+    "keep_offset": 6,
+    "rollouts_completion": 7,
+    "rollouts_token_measure": 6,
+    "compare_refresh": 13,
+    "compare_heldout": 6,
+    "compare_sample": 30,  # as the probe's
+    "compare_evaluate": 30,  # as the probe's
+    "runs_refresh": 11,
+    "overlay": 10,
+    "overlay_1": 6,
+    "overlay_2": 6,
+    "runs_arena": 5,
+    "runs_arena_overlay": 6,
+    "runs_details": 27,  # an export is built once per run and content (store.export)
+    "runs_notes": 9,
+    "runs_label": 8,
+    "ask": 7,
+    "lambda": 6,
+    "runs_delete": 8,
+    "rollouts_open_run": 27,
+    "rollouts_row": 7,
+    "runs_pick_row": 9,
+    "rollouts_open_step": 7,
+    "show_train": 2,
+    "show_rollouts": 2,
+    "show_compare": 2,
+    "show_runs": 3,
+    "page_tick": 6,
+    "page_load": 8,
+    "page_language": 27,  # every tab's texts written again: what its three events cost (14 + 3 + 10) when apart
+    # the named endpoints (gradio_client)
+    "start_run": 10,
+    "stop_run": 8,
+    "poll_metrics": 9,
+    "get_rollouts": 9,
+    "compare": 30,  # as the probe's
+    "list_runs": 11,
+}
+DEFAULT_EVENT_COST = 30.0  # an event the table does not name: as dear as the dearest named one
+
 
 def register_api(controller: Controller) -> None:
     def answer(call) -> dict:

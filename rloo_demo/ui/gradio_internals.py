@@ -3,7 +3,7 @@ polling, cheap skipped outputs, what the admission middleware needs to know of t
 visitor's events held), browser sessions that build their copy of the page's config only when asked, and dropping
 idle sessions.
 
-``tests/test_gradio_internals.py`` fails loudly when an upgrade renames them, so the tweak cannot silently stop
+``tests/ui/test_gradio_internals.py`` fails loudly when an upgrade renames them, so the tweak cannot silently stop
 working (``quiet_queue`` itself only sets attributes that exist).
 """
 
@@ -13,12 +13,16 @@ import asyncio
 import contextlib
 import copy
 import datetime
+import inspect
 import logging
+import typing
+from collections.abc import Mapping
 
 import gradio as gr
 from gradio.state_holder import SessionState, StateHolder
 
-from rloo_demo.server.admission import VISITOR_STATE
+from rloo_demo.i18n import Message
+from rloo_demo.public.admission import VISITOR_STATE
 
 log = logging.getLogger(__name__)
 
@@ -88,17 +92,94 @@ def cheap_skips(demo: gr.Blocks) -> None:
     demo.postprocess_data = postprocess_data
 
 
-# ----------------------------------------------------------------------------- admission (server.admission)
+# ----------------------------------------------------------------------------- who is asking
+
+
+def requests_left_out(demo: gr.Blocks) -> list[str]:
+    """The events whose handler names a ``request`` parameter that gradio would not fill. gradio injects the request
+    (``helpers.special_args``) only into a positional parameter annotated ``gr.Request``, before any ``*args``; any
+    other ``request`` stays at its default (None), and every per-visitor rule then falls back to the client id the
+    caller picked. Asked of gradio itself: its injection runs on a stand-in request, which must come back among the
+    arguments. Returns ``"api_name (fn)"`` for each handler that would not get it."""
+    from gradio.helpers import special_args
+
+    missing = []
+    for block_fn in demo.fns.values():
+        fn = block_fn.fn
+        if fn is None:
+            continue
+        try:
+            names = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            continue
+        if "request" not in names:
+            continue
+        sentinel = _StandInRequest()
+        inputs, *_ = special_args(fn, inputs=[None] * len(block_fn.inputs), request=sentinel)
+        if not any(value is sentinel for value in inputs):
+            missing.append(f"{block_fn.api_name} ({getattr(fn, '__qualname__', fn)})")
+    return missing
+
+
+class _StandInRequest:
+    """What ``requests_left_out`` hands gradio's injection in place of a request: it has no headers or session."""
+
+    headers: dict = {}  # read only
+    session = None
+
+
+# ----------------------------------------------------------------------------- admission (public.admission)
+
+
+def _block_fn(app, fn_index: int | None, api_name: str | None):
+    """The event's function as gradio's ``route_utils.get_fn`` finds it (by index, else by API name), or None."""
+    blocks = app.get_blocks() if app is not None else None
+    fns = getattr(blocks, "fns", None) or {}
+    return (
+        fns.get(fn_index) if fn_index is not None else next((f for f in fns.values() if f.api_name == api_name), None)
+    )
 
 
 def event_kind(app, fn_index: int | None, api_name: str | None) -> str | None:
     """The kind of event a request asks for: its function's concurrency group (``concurrency_id``; a function
-    without one is a group of its own), as gradio's ``route_utils.get_fn`` finds the function (by index, else by
-    API name). ``None`` where there is no such function: gradio answers that request with an error itself."""
-    blocks = app.get_blocks() if app is not None else None
-    fns = getattr(blocks, "fns", None) or {}
-    fn = fns.get(fn_index) if fn_index is not None else next((f for f in fns.values() if f.api_name == api_name), None)
-    return None if fn is None else str(fn.concurrency_id)
+    without one is a group of its own). ``None`` where there is no such event, or where it has no server function
+    (a step the browser runs itself: gradio answered a call of one with a 500 and a traceback)."""
+    fn = _block_fn(app, fn_index, api_name)
+    return None if fn is None or fn.fn is None else str(fn.concurrency_id)
+
+
+def event_data_problem(app, fn_index: int | None, api_name: str | None, event_data) -> str | None:
+    """Why gradio could not read an event's ``event_data`` (a select event sent without the selection), or None.
+    gradio builds the handler's ``gr.SelectData`` (any ``gr.EventData``) before the handler runs, and event data
+    it cannot read raised a TypeError there, a traceback in the server's log for every such call. Asked of
+    gradio's own class: it is built here from what was sent."""
+    from gradio.events import EventData
+
+    fn = _block_fn(app, fn_index, api_name)
+    if fn is None or fn.fn is None:
+        return None
+    try:
+        hints = typing.get_type_hints(fn.fn)
+    except Exception:  # noqa: BLE001 (annotations gradio could not read either: it passes no event data then)
+        return None
+    for hint in hints.values():
+        if inspect.isclass(hint) and issubclass(hint, EventData):
+            try:
+                hint(None, event_data)
+            except Exception:  # noqa: BLE001 (what gradio would have raised)
+                return Message("admission.no_selection")
+    return None
+
+
+def event_cost(costs: Mapping[str, float], default: float):
+    """``cost_of`` for the admission middleware: what an event costs the server, from ``costs`` by its API name
+    (``ui.api.EVENT_COSTS``), ``default`` for one the table does not name."""
+
+    def cost_of(app, fn_index: int | None, api_name: str | None) -> float:
+        fn = _block_fn(app, fn_index, api_name)
+        return costs.get(getattr(fn, "api_name", None) or api_name, default)
+
+    return cost_of
 
 
 def queued_events(app, visitor: str | None, kind: str) -> int:

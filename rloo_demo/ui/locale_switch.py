@@ -67,6 +67,6 @@ CHOOSE_JS = "async (lang, ...rest) => { await window.rlooSetLocale?.(lang); retu
 
 
 def tab_labels(tabs: dict[str, gr.Tab]) -> dict:
-    """Every tab's label sent again (``{tab_id: tab}``, labels ``tab.<id>``): gradio translates an updated tab's label
-    with the locale the page has now."""
-    return {tab: gr.Tab(label=L(f"tab.{tab_id}")) for tab_id, tab in tabs.items()}
+    """Every tab's label sent again (``{label's text key: tab}``): gradio translates an updated tab's label with
+    the locale the page has now."""
+    return {tab: gr.Tab(label=L(key)) for key, tab in tabs.items()}

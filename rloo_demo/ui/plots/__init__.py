@@ -12,7 +12,8 @@ against plotly's schema with ``go.Figure(fig)`` instead. Only plain Python numbe
 so ``json.dumps`` needs no encoder.
 
 Metric keys can be missing (TRL does not log ``kl`` when beta = 0); a builder then returns an empty figure with an
-annotation that says why, instead of raising, because a live page redraws on every step and must never break."""
+annotation that says why, instead of raising, because a live page redraws on every step and must never break. A
+run with no record yet says so (``NO_STEPS``), and a page with no run says that none has started (``no_run``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from rloo_demo.ui.plots.base import (
     LABELS,
     NEGATIVE,
     NEUTRAL,
+    NO_RUN,
+    NO_STEPS,
     PALETTE,
     POSITIVE,
     TRANSPARENT,
@@ -39,6 +42,7 @@ from rloo_demo.ui.plots.base import (
     _series,
     _shorten,
     _template,
+    no_run,
     smooth,
     step_dtick,
 )
@@ -51,9 +55,13 @@ from rloo_demo.ui.plots.train import (
     _meter_line,
     _metric_figure,
     cosine_figure,
+    entropy_figure,
+    grad_norm_figure,
     judges_figure,
     kl_estimators_figure,
     kl_figure,
+    length_figure,
+    metric_plot,
     reward_figure,
     reward_names,
     secondary_figures,
@@ -71,6 +79,8 @@ __all__ = [
     "METER_OFF",
     "NEGATIVE",
     "NEUTRAL",
+    "NO_RUN",
+    "NO_STEPS",
     "PALETTE",
     "POSITIVE",
     "TOY_NONE",
@@ -91,12 +101,17 @@ __all__ = [
     "_shorten",
     "_template",
     "cosine_figure",
+    "entropy_figure",
     "eval_histogram",
+    "grad_norm_figure",
     "group_figure",
     "judges_figure",
     "kl_estimators_figure",
     "kl_figure",
     "kl_heatmap",
+    "length_figure",
+    "metric_plot",
+    "no_run",
     "overlay_figure",
     "reward_figure",
     "reward_names",

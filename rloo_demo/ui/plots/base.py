@@ -191,6 +191,10 @@ def _annotate(fig: Figure, **annotation) -> None:
 
 
 NOTE = "rloo-note"  # the name of an empty figure's note: broken into lines once it is translated (``wrapped_notes``)
+# What an empty plot says when it has no record at all: a run that has not logged its first step (its KL is not
+# "off", whatever beta is), or, on a page with no run, that none has started (``no_run``)
+NO_STEPS = "No step logged yet: the first point appears after the first optimisation step."
+NO_RUN = "No run yet: press Start, and this plot fills in as the run trains."
 NOTE_CHARS = 34  # a note's longest line: at 13 px, about 260 px (a phone's plot is about 330 px wide)
 
 
@@ -201,6 +205,15 @@ def _note(fig: Figure, text: str) -> Figure:
     fig["layout"]["xaxis"]["showticklabels"] = False
     fig["layout"]["yaxis"]["showticklabels"] = False
     return fig
+
+
+def no_run(fig: Figure) -> Figure:
+    """``fig`` as a page with no run shows it: its axes and title, no data, and a note that no run has started
+    (never one about a setting, or about "this run")."""
+    fig["data"] = []
+    fig["layout"]["annotations"] = [n for n in fig["layout"].get("annotations") or [] if n.get("name") != NOTE]
+    fig["layout"].pop("shapes", None)
+    return _note(fig, NO_RUN)
 
 
 def wrap_line(text: str, width: int = NOTE_CHARS) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rloo_demo.engine.tokens import kl_matrix
+from rloo_demo.store.tokens import kl_matrix
 from rloo_demo.ui.plots.base import (
     NEGATIVE,
     NEUTRAL,

@@ -10,6 +10,7 @@ from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX
 from rloo_demo.ui.plots.base import (
     ESTIMATOR_ORDER,
     LABELS,
+    NO_STEPS,
     PALETTE,
     Figure,
     _annotate,
@@ -44,7 +45,7 @@ def reward_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
     fig = _figure("Reward", "optimisation step", LABELS["reward"], height=320, legend=True, top=60)
     steps, mean = _series(records, "reward")
     if not steps:
-        return _note(fig, "No reward logged yet: the first point appears after the first optimisation step.")
+        return _note(fig, NO_STEPS)
     band_steps, band_mean, band_std = _series(records, "reward", "reward_std")
     if band_steps:
         # The band follows the solid line, so it is smoothed with the same weight as the mean.
@@ -76,7 +77,7 @@ def _metric_figure(records, key: str, title: str, smoothing: float, missing: str
     fig = _figure(title, "optimisation step", LABELS[key], height=height)
     steps, values = _series(records, key)
     if not steps:
-        return _note(fig, missing)
+        return _note(fig, missing if records else NO_STEPS)
     _line(fig, steps, values, title, PALETTE[0], smoothing, legend=False)
     if y_range:
         fig["layout"]["yaxis"]["range"] = list(y_range)
@@ -89,21 +90,12 @@ def kl_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
     return _metric_figure(records, "kl", "KL to reference", smoothing, missing, height=260)
 
 
-def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[str, Figure]:
-    """Small diagnostics: the gradient norm (in place of the loss, which is zero by construction), entropy,
-    completion length and the share of groups with no learning signal."""
-    specs = {
-        "grad_norm": ("grad_norm", "Gradient norm", None),
-        "entropy": ("entropy", "Entropy", None),
-        "completion_length": ("completions/mean_length", "Completion length", None),
-    }
-    figs = {
-        name: _metric_figure(records, key, title, smoothing, f"'{key}' was not logged in this run.", y_range)
-        for name, (key, title, y_range) in specs.items()
-    }
+def grad_norm_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
+    """The gradient's norm before clipping, in place of the loss (zero by construction: ``LOSS_NOTE`` under it)."""
+    fig = _metric_figure(records, "grad_norm", "Gradient norm", smoothing, "'grad_norm' was not logged in this run.")
     if _series(records, "grad_norm")[0]:
         _annotate(
-            figs["grad_norm"],
+            fig,
             text=LOSS_NOTE,
             x=0,
             y=-0.32,
@@ -113,9 +105,33 @@ def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[s
             xanchor="left",
             font={"size": 10},
         )
-        figs["grad_norm"]["layout"]["margin"]["b"] = 60
-    figs["frac_reward_zero_std"] = zero_signal_figure(records, smoothing)
-    return figs
+        fig["layout"]["margin"]["b"] = 60
+    return fig
+
+
+def metric_plot(key: str, title: str):
+    """A builder ``(records, smoothing) -> figure`` of one logged metric over the steps (its axis label from
+    ``LABELS``): what a Train plot of a metric TRL already logs needs (``ui.tabs.train_plots.TRAIN_PLOTS``)."""
+
+    def figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
+        return _metric_figure(records, key, title, smoothing, f"'{key}' was not logged in this run.")
+
+    return figure
+
+
+entropy_figure = metric_plot("entropy", "Entropy")
+length_figure = metric_plot("completions/mean_length", "Completion length")
+
+
+def secondary_figures(records: Sequence[dict], smoothing: float = 0.0) -> dict[str, Figure]:
+    """Small diagnostics: the gradient norm (in place of the loss, which is zero by construction), entropy,
+    completion length and the share of groups with no learning signal."""
+    return {
+        "grad_norm": grad_norm_figure(records, smoothing),
+        "entropy": entropy_figure(records, smoothing),
+        "completion_length": length_figure(records, smoothing),
+        "frac_reward_zero_std": zero_signal_figure(records, smoothing),
+    }
 
 
 def zero_signal_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
@@ -132,7 +148,7 @@ def zero_signal_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figur
         if x:
             _line(fig, x, y, name, colour, smoothing)
     if not fig["data"]:
-        return _note(fig, "'frac_reward_zero_std' was not logged in this run.")
+        return _note(fig, "'frac_reward_zero_std' was not logged in this run." if records else NO_STEPS)
     fig["layout"]["yaxis"]["range"] = [-0.02, 1.02]
     return fig
 
@@ -151,7 +167,8 @@ def kl_estimators_figure(records: Sequence[dict], smoothing: float = 0.0) -> Fig
         if x:
             _line(fig, x, y, name, PALETTE[i], smoothing, dash="solid" if i == 0 else "dot")
     if not fig["data"]:
-        return _note(fig, "No KL estimators: with beta = 0 there is no reference model to compare with.")
+        missing = "No KL estimators: with beta = 0 there is no reference model to compare with."
+        return _note(fig, missing if records else NO_STEPS)
     return fig
 
 
@@ -179,12 +196,12 @@ def judges_figure(records: Sequence[dict], smoothing: float = 0.0) -> Figure:
                 }
             )
     if not fig["data"]:
-        return _note(fig, "No judges logged in this run.")
+        return _note(fig, "No judges logged in this run." if records else NO_STEPS)
     fig["layout"]["yaxis"]["range"] = [-0.02, 1.02]
     return fig
 
 
-METER_OFF = "The gradient-variance meter is off: set 'variance meter every N steps' before Start."
+METER_OFF = "The gradient-variance meter was off: set 'Gradient-variance meter every N steps' above 0 before Start."
 
 
 def variance_figure(records: Sequence[dict]) -> Figure:
@@ -198,7 +215,7 @@ def variance_figure(records: Sequence[dict]) -> Figure:
         if pairs:
             _meter_line(fig, pairs, name, PALETTE[i % len(PALETTE)])
     if not fig["data"]:
-        return _note(fig, METER_OFF)
+        return _note(fig, METER_OFF if records else NO_STEPS)
     fig["layout"]["yaxis"]["type"] = "log"
     return fig
 
@@ -213,7 +230,7 @@ def cosine_figure(records: Sequence[dict]) -> Figure:
         if x:
             _meter_line(fig, list(zip(x, y, strict=True)), name, PALETTE[i % len(PALETTE)])
     if not fig["data"]:
-        return _note(fig, METER_OFF)
+        return _note(fig, METER_OFF if records else NO_STEPS)
     fig["layout"]["yaxis"]["range"] = [-1.02, 1.02]
     return fig
 

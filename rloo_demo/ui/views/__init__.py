@@ -30,9 +30,10 @@ from rloo_demo.ui.views.rollouts import (
     groups_html,
     kl_estimators_markdown,
     kl_heatmap_note,
+    shown_rows,
     whatif_markdown,
 )
-from rloo_demo.ui.views.runs import RUN_COLUMNS, RUN_HEADERS, run_headers, run_rows
+from rloo_demo.ui.views.runs import RUN_COLUMNS, RUN_HEADERS, config_html, run_headers, run_rows
 from rloo_demo.ui.views.tokens import (
     _ENTROPY,
     MEASURES,
@@ -86,6 +87,7 @@ __all__ = [
     "arithmetic_markdown",
     "cli_command",
     "compare_summary",
+    "config_html",
     "compare_table",
     "estimate_text",
     "group_label",
@@ -102,6 +104,7 @@ __all__ = [
     "probe_note",
     "run_headers",
     "run_rows",
+    "shown_rows",
     "status_line",
     "status_word",
     "text",

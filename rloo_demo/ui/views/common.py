@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from rloo_demo.i18n import t
+from rloo_demo.i18n import duration, t
 
 POS, NEG, ZERO = "rloo-pos", "rloo-neg", "rloo-zero"
 
@@ -17,16 +17,20 @@ def _fmt(x: float) -> str:
     return f"{x:+.3f}"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
+def _duration(seconds: float | None, locale: str = "en") -> str:
+    """'1:41', or from an hour on '3 h 45 min' in ``locale`` (``i18n.duration``)."""
+    return duration(seconds, locale)
 
 
 def text(value) -> str:
     """Any text from a run or a user, made inert for a Markdown or HTML component (no tags, no entities)."""
     return html.escape(str(value), quote=True)
+
+
+def breakable(name) -> str:
+    """A name for a table's header or first column, escaped, that a narrow column may break after its underscores
+    ("sentiment_⏎classifier": between the words of an identifier) and nowhere inside a word."""
+    return text(name).replace("_", "_<wbr>")
 
 
 def _judge(value, spec: str) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rloo_demo.eval.judges import collapse_warning
-from rloo_demo.i18n import t
-from rloo_demo.ui.views.common import _judge, prompt_cut_note, text
+from rloo_demo.i18n import t, tn
+from rloo_demo.ui.views.common import _judge, breakable, prompt_cut_note, text
 
 
 def compare_table(samples: list[dict], locale: str = "en") -> tuple[list[str], list[list]]:
@@ -28,10 +28,10 @@ def _num(value, spec: str = "+.3f") -> str:
 def compare_html(samples: list[dict], heading: str, locale: str = "en") -> str:
     """One side of Compare as a table that reads at any width: each sample's numbers on a row (one line each,
     headers broken only between words), and under them its completion, whole, across the table's width: beside the
-    numbers, the text was squeezed to a sliver on a phone (``COMPARE_CSS`` in ``ui.compare_tab``)."""
+    numbers, the text was squeezed to a sliver on a phone (``COMPARE_CSS`` in ``ui.tabs.compare``)."""
     headers, rows = compare_table(samples, locale)
     empty = f"<i>{t(locale, 'common.empty')}</i>"
-    head = "".join(f"<th>{text(h)}</th>" for h in ["#", *headers[:-1]])
+    head = "".join(f"<th>{breakable(h)}</th>" for h in ["#", *headers[:-1]])
     span = len(headers) - 1
     body = "".join(
         f"<tbody><tr><td class='rloo-num' rowspan='2'>{i + 1}</td>{''.join(_num(v) for v in row[:-1])}</tr>"
@@ -49,14 +49,14 @@ def eval_report_html(result: dict, locale: str = "en") -> str:
     completions as a second one; the CLI prints the same figures as text (``eval.evaluation.format_report``)."""
     base, trained = result.get("base_mean_reward"), result.get("trained_mean_reward")
     diff = result.get("difference")
-    rewards = text(", ".join(str(n) for n in result.get("trained_on") or ["?"]))
+    rewards = breakable(", ".join(str(n) for n in result.get("trained_on") or ["?"]))
     rows = [(t(locale, "eval.mean_reward", rewards=rewards), base, trained, diff)]
     heldout = set(result.get("heldout_scorers") or [])
     for name, m in (result.get("per_function") or {}).items():
         tag = t(locale, "eval.heldout" if name in heldout else "eval.trained_on")
         b, tr = m.get("base"), m.get("trained")
         d = tr - b if all(isinstance(v, int | float) for v in (b, tr)) else None
-        rows.append((f"{text(name)} <span class='rloo-small-num'>({tag})</span>", b, tr, d))
+        rows.append((f"{breakable(name)} <span class='rloo-small-num'>({tag})</span>", b, tr, d))
     body = [f"<tr><td class='rloo-text'>{r[0]}</td>{_num(r[1])}{_num(r[2])}{_num(r[3])}</tr>" for r in rows]
     ci = result.get("difference_ci95")
     if isinstance(ci, list | tuple) and len(ci) == 2:
@@ -85,13 +85,14 @@ def eval_report_html(result: dict, locale: str = "en") -> str:
     caption = t(
         locale,
         "eval.caption",
-        n=text(result.get("num_prompts", "?")),
-        k=text(result.get("samples_per_prompt", 1)),
+        prompts=_count(locale, "eval.prompts.plural", result.get("num_prompts")),
+        samples=_count(locale, "eval.samples.plural", result.get("samples_per_prompt", 1)),
         seed=text(result.get("seed", "?")),
     )
     out = [
-        f"<table class='rloo-table rloo-eval'><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
+        # in a box of its own that scrolls sideways: four columns of Georgian headers outgrew a phone's width
+        f"<div class='rloo-table-box'><table class='rloo-table rloo-eval'><caption>{caption}</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     ]
     if result.get("collapse_warning"):
         warning = collapse_warning(jt, jb, locale) if jt else None
@@ -154,3 +155,10 @@ def judges_line(judges: dict, locale: str = "en") -> str:
         p_base=_judge(b.get("base_perplexity"), ".0f"),
         p_trained=_judge(tr.get("base_perplexity"), ".0f"),
     )
+
+
+def _count(locale: str, key: str, n) -> str:
+    """'1 sample', '4 samples' (in ``locale``'s plural forms); a count that is no whole number as '?'."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        return tn(locale, key, 0, n="?")  # the form of many
+    return tn(locale, key, n)

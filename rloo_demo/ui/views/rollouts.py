@@ -8,9 +8,9 @@ import html
 
 from rloo_demo.advantages import what_if
 from rloo_demo.chat import prompt_text
-from rloo_demo.engine import tokens
 from rloo_demo.i18n import t
-from rloo_demo.ui.views.common import NEG, POS, ZERO
+from rloo_demo.store import tokens
+from rloo_demo.ui.views.common import NEG, POS, ZERO, breakable
 
 # The marker of the selected completion's row (an inline style: the page's stylesheet belongs to the app)
 SELECTED_STYLE = "outline: 2px solid #4C9BE8; outline-offset: -2px"
@@ -21,10 +21,15 @@ def shown_advantage(value: float) -> str:
     return f"{round(value, 4):+.3f}"
 
 
+def _finite(value) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and value == value and abs(value) != float("inf")
+
+
 def advantage_class(value) -> str:
     """The colour class of an advantage, read from the number as printed: one shown as ±0.000 pushes the policy by
     less than the table can show, so it is drawn neutral, never red or green (the chart's bars follow it)."""
-    if not isinstance(value, int | float) or isinstance(value, bool) or value != value or abs(value) == float("inf"):
+    if not _finite(value):
         return ZERO
     shown = float(shown_advantage(value))
     return POS if shown > 0 else NEG if shown < 0 else ZERO
@@ -58,32 +63,77 @@ def group_rows(group: dict, text_chars: int | None = None, locale: str = "en") -
     return headers, rows
 
 
+def shown_number(value) -> str:
+    """A number of a completion's row as both of the tab's tables print it: its sign and 3 decimals."""
+    return f"{value:+.3f}"
+
+
+def shown_rows(rows: list[list]) -> list[list]:
+    """``group_rows``' rows as the tables print them: the index and the text as they are, every number shown (the
+    side table printed 4 raw decimals where the groups tables print 3 with a sign)."""
+    return [[row[0], row[1], *[shown_number(v) for v in row[2:]]] for row in rows]
+
+
+# The colour of a row at full strength (the group's largest |A|): green pushed up, red pushed down; the alpha is
+# MAX_ALPHA·|A|/max|A| of the group, so a row that moves the policy little reads pale (the app's CSS: tr.rloo-pos)
+ROW_COLOURS = {POS: (61, 190, 139), NEG: (217, 83, 79)}
+MAX_ALPHA = 0.35
+
+
+def row_alpha(advantage: float, largest: float) -> float:
+    """How strong a row's colour is: its |A| over the group's largest |A|, times ``MAX_ALPHA`` (0 where every |A|
+    is 0), to 3 places."""
+    return round(MAX_ALPHA * abs(advantage) / largest, 3) if largest > 0 else 0.0
+
+
 def groups_html(groups: list[dict], locale: str = "en", selected: tuple[int, int] | None = None) -> str:
     """Every prompt group of a step as a table, rows coloured by the sign of their advantage as printed (a group
-    whose advantages all print ±0.000 is grey and says it teaches nothing). ``selected`` = (group, completion),
-    both 0-based: that row is outlined and marked ``data-selected``, the completion the arithmetic below explains."""
+    whose advantages all print ±0.000 is grey and says it teaches nothing), the colour as strong as the row's |A|
+    against the group's largest. ``selected`` = (group, completion), both 0-based: that row is outlined and marked
+    ``data-selected``, the completion the arithmetic below explains. Each row names its completion in ``data-pick``
+    ("step:group:index"): a click on it selects it (``ui.tabs.rollouts_events``). Each number cell carries its column's
+    name (``rloo-cap``), shown on a phone only, where each row is a card (the tab's CSS)."""
     if not groups:
         return f"<p class='rloo-empty'>{t(locale, 'groups.empty')}</p>"
     out = []
     empty = f"<i>{t(locale, 'common.empty')}</i>"
     for g in groups:
         headers, rows = group_rows(g, locale=locale)
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        head = "".join(f"<th>{breakable(h)}</th>" for h in headers)
+        caps = [f"<span class='rloo-cap'>{html.escape(h)}</span>" for h in headers]
         body = []
-        classes = [advantage_class(c["advantage"]) for c in g["completions"]]
-        for i, (row, cls) in enumerate(zip(rows, classes, strict=True)):
-            cells = [f"<td>{row[0]}</td>", f"<td class='rloo-text'>{html.escape(row[1]) or empty}</td>"]
-            cells += [f"<td>{v:+.3f}</td>" for v in row[2:]]
-            mark = f" data-selected='1' style='{SELECTED_STYLE}'" if selected == (g["group"], i) else ""
-            body.append(f"<tr class='{cls}'{mark}>{''.join(cells)}</tr>")
+        advantages = [c["advantage"] for c in g["completions"]]
+        largest = max((abs(a) for a in advantages if _finite(a)), default=0.0)
+        classes = [advantage_class(a) for a in advantages]
+        for i, (row, cls, adv) in enumerate(zip(shown_rows(rows), classes, advantages, strict=True)):
+            cells = [f"<td class='rloo-idx'>{row[0]}</td>"]
+            cells.append(f"<td class='rloo-text'>{html.escape(row[1]) or empty}</td>")
+            cells += [
+                f"<td class='rloo-num{' rloo-adv' if j == len(row) - 1 else ''}'>{caps[j]}"
+                f"<span class='rloo-val'>{v}</span></td>"
+                for j, v in enumerate(row[2:], 2)
+            ]
+            styles = []
+            if cls in ROW_COLOURS:
+                r, gr, b = ROW_COLOURS[cls]
+                colour = f"rgba({r}, {gr}, {b}, {row_alpha(adv, largest)})"  # --row: the sticky cell's too
+                styles.append(f"background-color: {colour}; --row: {colour}")
+            mark = ""
+            if selected == (g["group"], i):
+                mark = " data-selected='1'"
+                styles.append(SELECTED_STYLE)
+            style = f" style='{'; '.join(styles)}'" if styles else ""
+            pick = f" data-pick='{int(g['step'])}:{int(g['group'])}:{i}' tabindex='0'"
+            body.append(f"<tr class='{cls}'{mark}{pick}{style}>{''.join(cells)}</tr>")
         no_signal = (
             f" <i class='rloo-no-signal'>({t(locale, 'groups.no_signal')})</i>" if set(classes) == {ZERO} else ""
         )
         out.append(
             f"<div class='rloo-group' data-group='{g['group'] + 1}'><div class='rloo-prompt'>"
             f"{t(locale, 'groups.prompt', n=g['group'] + 1)}: <b>{html.escape(prompt_text(g['prompt']))}</b>…"
-            f"{no_signal}</div>"
-            f"<table class='rloo-table'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+            f"{no_signal}</div><div class='rloo-table-box'>"
+            f"<table class='rloo-table rloo-groups'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+            "</table></div></div>"
         )
     return "".join(out)
 
@@ -176,7 +226,7 @@ def whatif_markdown(groups: list[dict], index: int, locale: str = "en", offset: 
         t(locale, "whatif.title", prompt=g["group"] + 1),
         t(locale, "whatif.intro", n=len(rewards)),
         "",
-        "| # | r | " + " | ".join(WHATIF_COLUMNS) + " |",
+        "| # | r | " + " | ".join(breakable(name) for name in WHATIF_COLUMNS) + " |",
         "|---|---|" + "---|" * len(WHATIF_COLUMNS),
     ]
     for i in range(k):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from rloo_demo.i18n import t
 from rloo_demo.ui.views.train import status_word
 
@@ -39,3 +41,16 @@ RUN_HEADERS = [t("en", f"runs.col_{c}") for c in RUN_COLUMNS]
 
 def run_headers(locale: str = "en") -> list[str]:
     return [t(locale, f"runs.col_{c}") for c in RUN_COLUMNS]
+
+
+def config_html(text: str) -> str:
+    """A run's config.yaml, every line numbered and drawn: gradio's code viewer drew only the lines near the screen,
+    so a page scrolled past it, printed, searched or captured whole numbered its first 36 lines and no more."""
+    if not text:
+        return ""
+    rows = "".join(
+        f"<div class='rloo-cfg-line'><span class='rloo-cfg-no'>{i}</span>"
+        f"<span class='rloo-cfg-text'>{html.escape(line)}</span></div>"
+        for i, line in enumerate(text.splitlines(), 1)
+    )
+    return f"<div class='rloo-cfg-head'>config.yaml</div><div class='rloo-config'>{rows}</div>"

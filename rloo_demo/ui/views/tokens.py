@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rloo_demo.engine import tokens
 from rloo_demo.i18n import t
+from rloo_demo.store import tokens
 from rloo_demo.ui.views.common import _DOWN, _LESS, _MORE, _UP, _f4, text
 
 MEASURES = ("delta", "k1", "k3", "entropy")  # what colours the tokens; each named by its 'measure.<key>' text
@@ -109,8 +109,9 @@ def token_spans_html(group: dict, index: int, measure: str = "delta", locale: st
         f"<div class='rloo-tokens' data-measure='{measure}'>"
         f"<div class='rloo-token-head'>{title} · {legend}</div>"
         f"<div class='rloo-token-text'>{''.join(spans)}</div>"
-        f"<details><summary>{t(locale, 'tokens.numbers')}</summary><table class='rloo-table rloo-token-table'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details></div>"
+        f"<details><summary>{t(locale, 'tokens.numbers')}</summary><div class='rloo-table-box'>"
+        f"<table class='rloo-table rloo-token-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        "</div></details></div>"
     )
 
 

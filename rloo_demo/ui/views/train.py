@@ -4,17 +4,22 @@ command.
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import fields
 
 from rloo_demo.config import RunConfig
 from rloo_demo.eval.judges import DISTINCT_2_MIN, REPETITION_MAX, collapse_warning
-from rloo_demo.i18n import t
+from rloo_demo.i18n import in_locale, t, tn
+from rloo_demo.ui.forms import FIELD
 from rloo_demo.ui.views.common import _duration, text
 
 # Before a server has timed a run of its own, the estimate scales the embedded default's step (measured on 2 cores
 # by scripts/bench_engine.py, docs/benchmarks.md) by completions x tokens.
 LOAD_SECONDS = 3.0  # loading the models and prompts before the first step
+LONG_RUN_SECONDS = (
+    900  # an estimate past this (15 minutes) is warned about before Start: a typo of Steps can mean hours
+)
 
 
 def estimate_text(
@@ -33,7 +38,7 @@ def estimate_text(
     line = t(
         locale,
         "estimate.line",
-        total=_duration(total),
+        total=_duration(total, locale),
         steps=config.max_steps,
         seconds=f"{step_seconds:.2f}",
         completions=config.completions_per_step,
@@ -41,16 +46,37 @@ def estimate_text(
     )
     if speed is not None:
         key = "estimate.measured" if speed.source else "estimate.unmeasured"
-        line += t(locale, key, run=text(speed.source or ""), load=_duration(load))
+        line += t(locale, key, run=text(speed.source or ""), load=_duration(load, locale))
         if speed.scaled:
             line += t(locale, "estimate.scaled")
     if budget is not None:
-        if total > budget:
-            steps = max(0, int((budget - load) / step_seconds))
-            line += t(locale, "estimate.over_budget", budget=_duration(budget), steps=steps)
+        fit = steps_within(budget, load, first, step_seconds)
+        if config.max_steps > fit:  # and which box to lower, by its label in the page's language
+            line += t(locale, "estimate.over_budget", budget=_duration(budget, locale), steps=fit)
+            box = {k: f"**{t(locale, FIELD[k].label)}**" for k in ("max_steps", "num_generations", "max_new_tokens")}
+            line += t(
+                locale,
+                "estimate.lower",
+                steps_box=box["max_steps"],
+                steps=fit,
+                k_box=box["num_generations"],
+                tokens_box=box["max_new_tokens"],
+            )
         else:
-            line += t(locale, "estimate.budget", budget=_duration(budget))
+            line += t(locale, "estimate.budget", budget=_duration(budget, locale))
+    if total > LONG_RUN_SECONDS and (budget is None or budget > LONG_RUN_SECONDS):  # a budget's cut is said above
+        line += "<br>" + t(locale, "estimate.long", total=_duration(total, locale), minutes=LONG_RUN_SECONDS // 60)
     return line
+
+
+def steps_within(budget: float, load: float, first: float, step_seconds: float) -> int:
+    """The most steps a run finishes within a compute budget that counts its loading: it stops at the first step
+    boundary where the next step, with the time to save, would end past the budget (``engine.callbacks``); it
+    always finishes its first step."""
+    from rloo_demo.engine.callbacks import SAVE_RESERVE_SECONDS  # transformers: loaded on first use, not at start-up
+
+    room = (budget - SAVE_RESERVE_SECONDS - load - first) / max(step_seconds, 1e-9)
+    return max(1, math.ceil(room))
 
 
 def status_line(
@@ -62,7 +88,8 @@ def status_line(
     reason: str | None = None,
     locale: str = "en",
 ) -> str:
-    """'step x / N · elapsed · ETA · steps/s' for a run (a run's stop reason stays as the engine wrote it)."""
+    """'step x / N · elapsed · ETA · steps/s' for a run, and why a stopped one stopped (in ``locale`` where the
+    reason is a ``Message``: every reason the engine gives, and an old run's English one that reads as one)."""
     step = records[-1].get("step", 0) if records else 0
     # Rate over training time only (from the first logged step), so model loading does not inflate the ETA.
     trained_for = records[-1].get("time") if records else None
@@ -71,10 +98,10 @@ def status_line(
     parts = [
         f"**{status_word(status, locale)}**",
         t(locale, "status.step", step=step, max_steps=max_steps),
-        t(locale, "status.elapsed", elapsed=_duration(elapsed)),
+        t(locale, "status.elapsed", elapsed=_duration(elapsed, locale)),
     ]
     if status == "running":
-        parts.append(t(locale, "status.eta", eta=_duration(eta)))
+        parts.append(t(locale, "status.eta", eta=_duration(eta, locale)))
     parts.append(t(locale, "status.rate", rate=f"{rate:.2f}" if rate else "–"))
     if records and isinstance(records[-1].get("reward"), int | float):
         parts.append(t(locale, "status.reward", reward=f"{records[-1]['reward']:+.3f}"))
@@ -82,7 +109,7 @@ def status_line(
         parts.append(t(locale, "status.run", name=f"<code>{text(name)}</code>"))
     line = " · ".join(parts)
     if reason and status == "stopped":
-        line += "<br>" + t(locale, "status.stopped_because", reason=text(reason))
+        line += "<br>" + t(locale, "status.stopped_because", reason=text(in_locale(reason, locale)))
     return line
 
 
@@ -97,12 +124,14 @@ def status_word(status, locale: str = "en") -> str:
 
 
 def cli_command(config: RunConfig) -> str:
-    """The ``python -m rloo_demo train`` command that reproduces a run's config (flags only for non-defaults)."""
+    """The ``python -m rloo_demo train`` command that reproduces a run's config (flags only for non-defaults),
+    into the same runs folder (``--output-dir`` where it is not the default). The run's name is left out: the new
+    run gets its own, as the first did."""
     default = RunConfig()
     parts = ["python", "-m", "rloo_demo", "train"]
     for f in fields(RunConfig):
         value = getattr(config, f.name)
-        if f.name in ("output_dir", "run_name") or value == getattr(default, f.name):
+        if f.name == "run_name" or value == getattr(default, f.name):
             continue
         if f.name == "reward_weights" and config.weights == [1.0] * len(config.rewards):
             continue  # the same as no weights
@@ -146,8 +175,14 @@ def meter_estimate_text(config: RunConfig, step_seconds: float, locale: str = "e
     n = measurements(config.max_steps, config.variance_every)
     extra = n * METER_COST_STEPS * step_seconds
     share = extra / max(config.max_steps * step_seconds, 1e-9)
+    measured = tn(locale, "estimate.measurements.plural", n)
     return "<br>" + t(
-        locale, "estimate.meter", n=n, extra=_duration(extra), share=f"{share:.0%}", cost=f"{METER_COST_STEPS:g}"
+        locale,
+        "estimate.meter",
+        n=measured,
+        extra=_duration(extra, locale),
+        share=f"{share:.0%}",
+        cost=f"{METER_COST_STEPS:g}",
     )
 
 
@@ -221,7 +256,7 @@ def phase_line(phase: str, elapsed: float | None, max_steps: int, locale: str = 
         [
             f"**{word}**",
             t(locale, "status.step", step=0, max_steps=max_steps),
-            t(locale, "status.elapsed", elapsed=_duration(elapsed)),
+            t(locale, "status.elapsed", elapsed=_duration(elapsed, locale)),
         ]
     )
 
