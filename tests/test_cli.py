@@ -183,3 +183,29 @@ def test_infer_takes_a_run_or_a_model_not_both(capsys):
     assert "not allowed with argument" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["variance", "--run", "r", "--at", "middle"])
+
+
+def test_a_command_module_adds_its_command_with_its_own_handler_and_the_common_error_handling(monkeypatch, capsys):
+    """A module in ``COMMAND_MODULES`` adds its subparser and handler; its exit status and its user errors go
+    through ``main`` as every command's do (one ``error:`` line, status 2)."""
+    import types
+
+    from rloo_demo.errors import UserError
+
+    seen = []
+
+    def handler(args):
+        seen.append(args.times)
+        if args.times < 0:
+            raise UserError("times must be at least 0")
+        return 7
+
+    def add_command(sub):
+        sub.add_parser("echo-times").add_argument("--times", type=int, default=1)
+        sub.choices["echo-times"].set_defaults(handler=handler)
+
+    monkeypatch.setattr(cli, "COMMAND_MODULES", (types.SimpleNamespace(add_command=add_command),))
+    assert cli_main(["echo-times", "--times", "3"]) == 7 and seen == [3]
+    assert cli_main(["echo-times", "--times", "-2"]) == 2
+    assert capsys.readouterr().err.strip() == "error: times must be at least 0"
+    assert cli_main(["toy", "--k", "3"]) == 0 and seen == [3, -2]  # the others keep their own handlers
