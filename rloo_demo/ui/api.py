@@ -61,7 +61,7 @@ EVENT_COSTS: dict[str, float] = {
     "show_compare": 2,
     "show_runs": 3,
     "page_tick": 6,
-    "page_load": 8,
+    "page_load": 24,  # every tab's first drawing, in a session gradio builds for it (22 ms measured, 6 Dec)
     "page_language": 27,  # every tab's texts written again: what its three events cost (14 + 3 + 10) when apart
     # the named endpoints (gradio_client)
     "start_run": 10,
