@@ -52,14 +52,16 @@ def _number(name: str, value, lo: float, hi: float, whole: bool = False) -> floa
 
 
 def check_settings(settings: Settings) -> Settings:
-    """The settings as numbers in range, or an ``InputError`` that names the bad one (K < 2, β < 0, steps ≤ 0, ...)."""
-    _number("--k", settings.k, *K_RANGE, whole=True)
-    _number("--beta", settings.beta, *BETA_RANGE)
-    _number("--steps", settings.steps, *STEPS_RANGE, whole=True)
-    _number("--lr", settings.lr, *LR_RANGE)
-    _number("--seeds", settings.seeds, *SEEDS_RANGE, whole=True)
-    _number("--seed", settings.seed, 0, 2**32 - 1, whole=True)
-    return settings
+    """The settings as numbers in range (counts as ints: a caller's 4.0 is K = 4), or an ``InputError`` that names
+    the bad one (K < 2, β < 0, steps ≤ 0, ...)."""
+    return Settings(
+        k=int(_number("--k", settings.k, *K_RANGE, whole=True)),
+        beta=float(_number("--beta", settings.beta, *BETA_RANGE)),
+        steps=int(_number("--steps", settings.steps, *STEPS_RANGE, whole=True)),
+        lr=float(_number("--lr", settings.lr, *LR_RANGE)),
+        seeds=int(_number("--seeds", settings.seeds, *SEEDS_RANGE, whole=True)),
+        seed=int(_number("--seed", settings.seed, 0, 2**32 - 1, whole=True)),
+    )
 
 
 def expected_path(name: str, settings: Settings, theta0: np.ndarray = REF_LOGITS) -> np.ndarray:
@@ -93,7 +95,7 @@ def trajectory(settings: Settings) -> dict:
     """Every estimator's expected-update path and sampled trajectories for ``settings``: per estimator the expected
     reward along the exact path, along each seed and their mean ± standard error, and where β > 0 the KL to π*_β.
     What the CLI prints, the figure draws and assets/lessons/trajectory.json holds."""
-    check_settings(settings)
+    settings = check_settings(settings)
     optimum = optimum_logits(settings.beta) if settings.beta > 0 else None
     out = {"settings": vars(settings).copy(), "estimators": {}}
     out["optimum_reward"] = float(expected_reward(optimum)) if optimum is not None else None

@@ -135,6 +135,10 @@ def test_bad_settings_are_refused_with_the_flags_name(change, needle):
         trajectory(bad)  # before any work
 
 
-def test_the_defaults_are_in_range():
+def test_the_defaults_are_in_range_and_whole_floats_are_counts():
     assert check_settings(Settings()) == Settings()
+    checked = check_settings(Settings(k=3.0, steps=5.0, seeds=2.0, seed=1.0, beta=0, lr=1))
+    assert checked == Settings(k=3, steps=5, seeds=2, seed=1, beta=0.0, lr=1.0)
+    assert [type(v) for v in vars(checked).values()] == [int, float, int, float, int, int]
+    assert len(trajectory(Settings(k=3.0, steps=2, seeds=2))["estimators"]["rloo"]["exact_reward"]) == 3
     assert ACTIONS == 10

@@ -18,8 +18,8 @@ from rloo_demo.exact.paths import Settings, trajectory
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "lessons" / "trajectory.json"
 
 
-@pytest.fixture(scope="module")
-def small():
+@pytest.fixture
+def small():  # per test, not per module: mutation testing links a mutant to the tests that ran its code
     return trajectory(Settings(k=3, beta=0.1, steps=12, lr=1.5, seeds=14, seed=2))
 
 
