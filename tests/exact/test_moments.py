@@ -17,7 +17,17 @@ import pytest
 
 from rloo_demo.advantages import ESTIMATORS as REFERENCE
 from rloo_demo.advantages import shaped_rewards
-from rloo_demo.exact.bandit import ACTIONS, REF_LOGITS, REWARDS, expected_reward, log_softmax, objective, softmax
+from rloo_demo.exact.bandit import (
+    ACTIONS,
+    REF_LOGITS,
+    REWARDS,
+    expected_reward,
+    kl,
+    log_softmax,
+    objective,
+    optimum_logits,
+    softmax,
+)
 from rloo_demo.exact.moments import (
     ESTIMATORS,
     draw_probabilities,
@@ -139,3 +149,15 @@ def test_with_a_kl_term_rloo_is_unbiased_for_the_regularised_objective():
     np.testing.assert_allclose(expected_update("rloo", THETA, beta, 4), truth, atol=1e-9)
     # and not for E[r] alone: the KL term is in the update
     assert np.linalg.norm(truth - finite_difference_gradient(expected_reward, THETA)) > 0.01
+
+
+def test_near_the_optimum_rloo_goes_quiet_and_grpo_does_not():
+    """Within KL 2e-6 of π*_β the shaped rewards of a group differ by little: RLOO's update and its noise shrink with
+    them, GRPO's division by their std scales them back up to unit size (until they differ by less than its 1e-4)."""
+    star = optimum_logits(0.1)
+    theta = star + 0.01 * np.random.default_rng(0).normal(size=ACTIONS)
+    assert kl(theta, star) < 1e-5
+    rloo_mean, rloo_cov = exact_moments("rloo", theta, 0.1, 4)
+    grpo_mean, grpo_cov = exact_moments("grpo", theta, 0.1, 4)
+    assert np.linalg.norm(rloo_mean) < 1e-3 and np.trace(rloo_cov) < 1e-6
+    assert np.linalg.norm(grpo_mean) > 0.05 and np.trace(grpo_cov) > 0.01
