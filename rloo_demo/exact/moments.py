@@ -40,17 +40,23 @@ def multisets(k: int) -> tuple[np.ndarray, np.ndarray]:
     combos = np.array(list(itertools.combinations_with_replacement(range(ACTIONS), k)))
     counts = np.zeros((len(combos), ACTIONS))
     np.add.at(counts, (np.arange(len(combos))[:, None], combos), 1.0)
-    log_coefficients = math.lgamma(k + 1) - np.vectorize(math.lgamma)(counts + 1).sum(axis=1)
+    log_factorials = np.array([math.lgamma(n + 1) for n in range(k + 1)])  # log n! for n = 0..k
+    log_coefficients = log_factorials[k] - log_factorials[counts.astype(int)].sum(axis=1)
     counts.setflags(write=False)
     log_coefficients.setflags(write=False)
     return counts, log_coefficients
+
+
+def _group_size(counts: np.ndarray) -> float:
+    """K: every row of counts sums to it (one group, or many of the same size)."""
+    return counts.reshape(-1, counts.shape[-1])[0].sum()
 
 
 def advantages(name: str, counts: np.ndarray, shaped: np.ndarray) -> np.ndarray:
     """Each action's advantage in each group (rows of ``counts``, each summing to K), given each action's shaped
     reward (``shaped``: one row for all groups, or one row per group). An action not drawn gets a number too; its
     count 0 drops it from ĝ."""
-    k = counts[0].sum() if counts.ndim > 1 else counts.sum()
+    k = _group_size(counts)
     mean = (counts * shaped).sum(axis=-1, keepdims=True) / k
     deviation = shaped - mean
     if name == "rloo":
@@ -68,7 +74,7 @@ def advantages(name: str, counts: np.ndarray, shaped: np.ndarray) -> np.ndarray:
 
 def _weights(name: str, counts: np.ndarray, theta: np.ndarray, beta: float) -> np.ndarray:
     """w_a = c_a·A_a / K for each group: ĝ = Σ_a w_a (e_a − π) = w − (Σ_a w_a)·π."""
-    k = counts[0].sum() if counts.ndim > 1 else counts.sum()
+    k = _group_size(counts)
     return counts * advantages(name, counts, shaped_rewards(theta, beta)) * (1.0 / k)
 
 
