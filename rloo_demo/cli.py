@@ -36,6 +36,7 @@ from rloo_demo.arena import arena_estimators, run_arena
 from rloo_demo.chat import CHAT, to_messages
 from rloo_demo.config import TEMPERATURE_RANGE, RunConfig, help_text
 from rloo_demo.errors import InputError, NotFound, UserError
+from rloo_demo.exact import command as trajectory_command
 from rloo_demo.i18n import Message
 from rloo_demo.models.hub import resolve_model
 from rloo_demo.models.policy import load_policy
@@ -49,7 +50,7 @@ from rloo_demo.toy import markdown_table as toy_markdown
 # Commands whose work lives in a module of its own: each module's ``add_command(sub)`` adds its subparser and sets
 # its handler with ``set_defaults(handler=...)`` (a function of the parsed args returning the exit status), so a new
 # command touches cli.py by one line here. Errors are handled below, as for every command.
-COMMAND_MODULES: tuple = ()
+COMMAND_MODULES: tuple = (trajectory_command,)
 
 
 class Parser(argparse.ArgumentParser):

@@ -81,7 +81,7 @@ def test_help_is_not_an_error(capsys):
 
 
 GOLDEN = Path(__file__).parent / "golden" / "cli_help.json"
-COMMANDS = ["", "train", "evaluate", "infer", "variance", "arena", "toy"]
+COMMANDS = ["", "train", "evaluate", "infer", "variance", "arena", "toy", "trajectory"]
 
 
 def _help(command, capsys, monkeypatch):
@@ -156,6 +156,18 @@ def test_every_command_has_these_defaults():
         "reward_offset": None,
     }
     assert vars(parse(["toy"])) == {"command": "toy", "eta": 0.0, "k": 4, "offset": 0.0}
+    trajectory = vars(parse(["trajectory"]))
+    assert trajectory.pop("handler").__module__ == "rloo_demo.exact.command"
+    assert trajectory == {
+        "command": "trajectory",
+        "k": 4,
+        "beta": 0.1,
+        "steps": 200,
+        "lr": 2.0,
+        "seeds": 20,
+        "seed": 0,
+        "out": "lessons",
+    }
 
 
 @pytest.mark.parametrize(
