@@ -8,8 +8,9 @@ with ``RLOO_ADMIN_TOKEN``).
 
 Housekeeping, on a watchdog thread and at start-up: runs left "running" by a dead process are marked failed; a run
 whose starting page has been gone for ``abandon_seconds`` is stopped; old finished runs beyond ``keep_runs`` /
-``max_runs_mb`` are pruned. A Start resolves its models before it takes the lock that page ticks take, so a slow
-model lookup never freezes a page.
+``max_runs_mb`` are pruned; with a sync target, runs missing here are restored first and ended ones copied there on
+a thread of their own (``store.sync``). A Start resolves its models before it takes the lock that page ticks take,
+so a slow model lookup never freezes a page.
 
 No gradio here: the controller calls these methods, and tests call them directly.
 """
