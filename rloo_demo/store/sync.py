@@ -252,9 +252,10 @@ def _copy_order(rels) -> list[str]:
 
 
 def _safe(rel: str) -> bool:
-    """A marker's path names a file inside the run folder (a marker is read from elsewhere: trust no ``..``)."""
+    """A marker's path names a visible file inside the run folder (a marker is read from elsewhere: no ``/x``, and
+    no part starting with a dot, ``..`` included)."""
     p = PurePosixPath(rel)
-    return bool(rel) and not p.is_absolute() and ".." not in p.parts and not any(x.startswith(".") for x in p.parts)
+    return bool(rel) and not p.is_absolute() and not any(x.startswith(".") for x in p.parts)
 
 
 def read_marker(target: Target, name: str) -> Manifest | None:

@@ -15,6 +15,7 @@ import sys
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from apputil import free_port, wait_until
@@ -22,10 +23,11 @@ from conftest import ROOT
 from factories import someones_finished_run
 from gradio_client import Client
 
+from rloo_demo.config import RunConfig
 from rloo_demo.public.gates import Caller
 from rloo_demo.public.limits import LOCAL
 from rloo_demo.server.manage import RunManager
-from rloo_demo.server.runner import Runner
+from rloo_demo.server.runner import ActiveRun, Runner
 from rloo_demo.store.folder import RunFolder
 from rloo_demo.store.labels import write_notes
 from rloo_demo.store.sync import MARKER, DirectoryTarget, RunSync
@@ -168,3 +170,21 @@ def test_deleting_a_run_deletes_its_copy_so_no_restart_brings_it_back(tmp_path):
     again = Runner(str(tmp_path / "fresh-disk"), watchdog=False, sync=RunSync(DirectoryTarget(target)))
     again.close()
     assert [r.name for r in again.runs()] == ["kept"]
+
+
+def test_a_run_still_in_its_last_step_is_copied_once_its_thread_ends(tmp_path):
+    here, target = tmp_path / "runs", tmp_path / "mounted"
+    run = RunFolder.create(RunConfig(output_dir=str(here), run_name="stopping"))
+    run.set_status("stopped", reason="SIGTERM")  # as ActiveRun.mark_stopped writes it while the step goes on
+    runner = Runner(str(here), watchdog=False, sync=RunSync(DirectoryTarget(target)))
+    job = SimpleNamespace(done=False, run=run)  # the job as the runner sees it: its thread still writes the folder
+    runner._active[run.name] = ActiveRun(job, "owner", 0.0)
+    try:
+        assert runner.sync_round() == [] and not (target / "stopping").exists()
+        job.done = True
+        runner._sync_due.clear()
+        runner.active()  # whoever notices the end (a poll, a tick) wakes the copier
+        assert runner._sync_due.is_set()
+        assert runner.sync_round() == ["stopping"]
+    finally:
+        runner.close()

@@ -186,9 +186,10 @@ def test_a_marker_naming_a_path_outside_the_run_is_not_trusted(tmp_path):
     data = json.loads(marker.read_text())
     data["files"]["../../escaped"] = [1, 0, "0" * 64]
     marker.write_text(json.dumps(data))
-    fresh, target = tmp_path / "fresh", DirectoryTarget(tmp_path / "target")
+    (tmp_path / "escaped").write_text("a file beside the target")  # where that path leads from the run's copy
+    fresh, target = tmp_path / "deep" / "er" / "fresh", DirectoryTarget(tmp_path / "target")
     pull_run(target, "sly", target.runs()["sly"], fresh)
-    assert not (tmp_path / "escaped").exists()
+    assert not (tmp_path / "deep" / "er" / "escaped").exists()  # where it would land, two up from the restore
     assert RunFolder(fresh / "sly").status()["error"].startswith("interrupted")  # a marker not to trust: no marker
 
 
