@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -171,11 +172,9 @@ class BucketTarget:
         return out
 
     def read(self, name: str, rel: str) -> bytes | None:
-        tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f".rloo-sync-{uuid.uuid4().hex[:12]}"
-        try:
+        with tempfile.TemporaryDirectory(prefix="rloo-sync-") as folder:
+            tmp = Path(folder) / "file"
             return tmp.read_bytes() if self.get(name, rel, tmp) else None
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def put(self, name: str, rel: str, source: Path | bytes) -> None:
         self.api.batch_bucket_files(self.bucket_id, add=[(source, self._path(name, rel))])
@@ -267,8 +266,17 @@ def read_marker(target: Target, name: str) -> Manifest | None:
         return None
     if not isinstance(files, dict):
         return None
-    ok = {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 3 and _safe(k)}
+    ok = {k: v for k, v in files.items() if _safe(k) and _entry(v)}
     return ok if len(ok) == len(files) else None
+
+
+def _entry(value) -> bool:
+    """``[size, mtime_ns, sha256]``, as ``push_run`` writes it."""
+    if not (isinstance(value, list) and len(value) == 3):
+        return False
+    size, mtime, digest = value
+    whole = all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (size, mtime))
+    return whole and isinstance(digest, str) and len(digest) == 64
 
 
 def push_run(target: Target, run: RunFolder, manifest: Manifest | None = None) -> tuple[Manifest, bool]:

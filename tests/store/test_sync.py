@@ -193,6 +193,23 @@ def test_a_marker_naming_a_path_outside_the_run_is_not_trusted(tmp_path):
     assert RunFolder(fresh / "sly").status()["error"].startswith("interrupted")  # a marker not to trust: no marker
 
 
+@pytest.mark.parametrize(
+    "entry", [["12", 0, "0" * 64], [12, 0.5, "0" * 64], [12, 0], {"size": 12}, [True, 0, "0" * 64]]
+)
+def test_a_marker_with_a_malformed_entry_reads_as_none_and_the_other_runs_still_restore(tmp_path, entry):
+    here, target = tmp_path / "here", tmp_path / "target"
+    odd, fine = finished_run(here, "odd"), finished_run(here, "fine")
+    RunSync(DirectoryTarget(target)).push_ended(here)
+    marker = target / "odd" / MARKER
+    data = json.loads(marker.read_text())
+    data["files"]["config.yaml"] = entry
+    marker.write_text(json.dumps(data))
+    assert sorted(RunSync(DirectoryTarget(target)).restore(tmp_path / "fresh")) == ["fine", "odd"]
+    assert RunFolder(tmp_path / "fresh" / "odd").status()["error"].startswith("interrupted")
+    assert hashes(tmp_path / "fresh" / "fine") == hashes(fine.path)
+    assert hashes(tmp_path / "fresh" / "odd")["config.yaml"] == hashes(odd.path)["config.yaml"]
+
+
 def test_open_target_reads_rloo_sync(tmp_path):
     runs = tmp_path / "runs"
     assert open_target("", runs) is None and open_target("  ", runs) is None
