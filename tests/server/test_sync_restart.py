@@ -101,7 +101,9 @@ def test_three_runs_and_a_note_survive_a_sigkill_and_a_restart_on_an_empty_disk(
     try:
         names = []
         for _ in range(3):
-            run = client.predict(QUICK, "sync-test", api_name="/start_run")["run"]
+            started = client.predict(QUICK, "sync-test", api_name="/start_run")
+            assert "run" in started, started
+            run = started["run"]
             wait_until(
                 lambda r=run: client.predict(r, 0, api_name="/poll_metrics")["status"] == "finished", timeout=300
             )
@@ -172,7 +174,7 @@ def test_deleting_a_run_deletes_its_copy_so_no_restart_brings_it_back(tmp_path):
     assert [r.name for r in again.runs()] == ["kept"]
 
 
-def test_a_run_still_in_its_last_step_is_copied_once_its_thread_ends(tmp_path):
+def test_a_run_still_in_its_last_step_is_copied_once_its_thread_ends_and_at_the_latest_on_close(tmp_path):
     here, target = tmp_path / "runs", tmp_path / "mounted"
     run = RunFolder.create(RunConfig(output_dir=str(here), run_name="stopping"))
     run.set_status("stopped", reason="SIGTERM")  # as ActiveRun.mark_stopped writes it while the step goes on
@@ -185,6 +187,8 @@ def test_a_run_still_in_its_last_step_is_copied_once_its_thread_ends(tmp_path):
         runner._sync_due.clear()
         runner.active()  # whoever notices the end (a poll, a tick) wakes the copier
         assert runner._sync_due.is_set()
-        assert runner.sync_round() == ["stopping"]
+        runner.close()  # what a SIGTERM's way out calls once its runs stopped: it copies them before the exit
+        assert set(marked(target, "stopping")) == set(hashes(run.path)) and len(hashes(run.path)) == 2
+        assert runner.sync_round() == []
     finally:
         runner.close()
