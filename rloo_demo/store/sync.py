@@ -162,11 +162,12 @@ class BucketTarget:
 
     def runs(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
-        start = len(self.prefix) + 1 if self.prefix else 0
+        head = f"{self.prefix}/" if self.prefix else ""
         for item in self.api.list_bucket_tree(self.bucket_id, prefix=self.prefix or None, recursive=True):
             if getattr(item, "type", None) != "file":  # a BucketFolder: its files are listed themselves
                 continue
-            name, _, rel = item.path[start:].partition("/")
+            path = item.path.removeprefix(head)  # the bucket's full path (were it the prefix's own, kept as it is)
+            name, _, rel = path.partition("/")
             if rel:
                 out.setdefault(name, set()).add(rel)
         return out
