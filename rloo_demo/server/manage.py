@@ -84,7 +84,8 @@ class RunManager:
         return write_notes(run, label=label, note=note)
 
     def delete(self, name, caller: Caller) -> str:
-        """Delete a run's folder (and nothing else); returns its name."""
+        """Delete a run's folder, and its copy on the sync target (``store.sync``); returns its name."""
         run = self._editable(name, caller, "deleted")
         delete_folder(run)
+        self.runner.forget(run.name)  # else a restart on a fresh disk would bring it back
         return run.name

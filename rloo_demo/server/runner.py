@@ -8,8 +8,9 @@ with ``RLOO_ADMIN_TOKEN``).
 
 Housekeeping, on a watchdog thread and at start-up: runs left "running" by a dead process are marked failed; a run
 whose starting page has been gone for ``abandon_seconds`` is stopped; old finished runs beyond ``keep_runs`` /
-``max_runs_mb`` are pruned. A Start resolves its models before it takes the lock that page ticks take, so a slow
-model lookup never freezes a page.
+``max_runs_mb`` are pruned; with a sync target, runs missing here are restored first and ended ones copied there on
+a thread of their own (``store.sync``). A Start resolves its models before it takes the lock that page ticks take,
+so a slow model lookup never freezes a page.
 
 No gradio here: the controller calls these methods, and tests call them directly.
 """
@@ -34,9 +35,11 @@ from rloo_demo.public.waiting import ComputeBudget, Ticket, WaitingLine
 from rloo_demo.server.subprocess_job import SubprocessJob
 from rloo_demo.store.folder import RunFolder
 from rloo_demo.store.listing import list_runs, mark_interrupted
+from rloo_demo.store.sync import RunSync
 
 WATCHDOG_SECONDS = 2.0
 DEFAULT_RUN_SECONDS = 120.0  # a wait estimate's run length where the server sets no budget
+SYNC_SECONDS = 10.0  # how often ended runs are checked for changes to copy (a run's end wakes the copier at once)
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Runner:
         num_processes: int = 2,
         limits: Limits | None = None,
         watchdog: bool = True,
+        sync: RunSync | None = None,
     ):
         if backend not in ("thread", "subprocess"):
             raise ValueError(f"backend must be 'thread' or 'subprocess', not {backend!r}")
@@ -137,11 +141,17 @@ class Runner:
         self.budget = ComputeBudget(self.limits.compute_seconds_per_hour)
         self._turns: dict[str, Ticket] = {}  # visitor -> its latest ticket that left the line (started or failed)
         self._ended = 0  # runs that ended since the watchdog's last round
+        self.sync = sync  # copies of ended runs elsewhere (store.sync), pulled back into an empty runs folder
+        self._sync_due = threading.Event()
         Path(self.runs_dir).mkdir(parents=True, exist_ok=True)
+        if sync is not None:  # before anything reads the folder: restored runs are listed, marked and pruned
+            _logged(lambda: sync.restore(self.runs_dir), "restoring runs from the sync target")
         mark_interrupted(self.runs_dir)
         self.prune()
         if watchdog:
             threading.Thread(target=self._watch, name="rloo-watchdog", daemon=True).start()
+        if watchdog and sync is not None:  # its own thread: a slow target never holds up the watchdog
+            threading.Thread(target=self._sync_loop, name="rloo-sync", daemon=True).start()
 
     # ------------------------------------------------------------------ jobs
 
@@ -294,6 +304,7 @@ class Runner:
         for name in [n for n, a in self._active.items() if a.job.done]:
             active = self._active.pop(name)
             self._ended += 1  # the watchdog prunes after it, whoever noticed the end (a poll, a tick, a Start)
+            self._sync_due.set()  # and the copier copies it now
             if active.visitor:  # its time counts against the visitor's hour
                 self.budget.record(active.visitor, active.started_clock)
 
@@ -379,7 +390,28 @@ class Runner:
             logging.getLogger(__name__).exception("watchdog round failed")
 
     def close(self) -> None:
+        """Stop the housekeeping; runs that ended (stopped by a SIGTERM, say) are copied to the sync target first."""
         self._closed.set()
+        self._sync_due.set()
+        self.sync_round()
+
+    def _sync_loop(self) -> None:
+        while not self._closed.is_set():
+            self.sync_round()
+            self._sync_due.wait(SYNC_SECONDS)
+            self._sync_due.clear()
+
+    def sync_round(self) -> list[str]:
+        """Copy the ended runs whose files changed since their last copy (a run's end, a note) to the sync target."""
+        if self.sync is None:
+            return []
+        training = {a.name for a in self.active()}
+        return _logged(lambda: self.sync.push_ended(self.runs_dir, training), "copying runs to the sync target") or []
+
+    def forget(self, name: str) -> None:
+        """A run a person deleted goes from the sync target too (a pruned one stays there: ``store.sync``)."""
+        if self.sync is not None:
+            _logged(lambda: self.sync.forget(name), f"deleting {name} from the sync target")
 
     # ------------------------------------------------------------------ runs on disk
 
@@ -395,6 +427,16 @@ class Runner:
         if path.resolve().parent != root or not (path / "config.yaml").is_file():
             raise NotFound(Message("runner.no_run", name=repr(name)))
         return RunFolder(path)
+
+
+def _logged(work, what: str):
+    """``work()``, or None with the error logged: a target out of reach (a bucket over the network) must not stop
+    the server from starting or a round from ending; the next round tries again."""
+    try:
+        return work()
+    except Exception:
+        logging.getLogger(__name__).exception("sync: %s failed", what)
+        return None
 
 
 def _bytes(text) -> bytes:

@@ -31,6 +31,7 @@ from rloo_demo.public.gates import EventGate
 from rloo_demo.public.limits import Limits
 from rloo_demo.public.malloc import bound_arenas
 from rloo_demo.server.runner import Runner
+from rloo_demo.store.sync import RunSync, describe, open_target
 from rloo_demo.ui import api, locale_switch
 from rloo_demo.ui.api import register_api
 from rloo_demo.ui.common import L, Moment, Page, Tab, caller_of, error_markdown, guarded, refusal
@@ -356,12 +357,17 @@ def main() -> None:
             "RLOO_TRUSTED_PROXIES (now: %s)",
             ", ".join(limits.trusted_proxies) or "none",
         )
+    runs_dir = os.environ.get("RLOO_RUNS_DIR", "runs")
+    target = open_target(os.environ.get("RLOO_SYNC", ""), runs_dir)  # ended runs copied there, restored from there
+    if target is not None:
+        logging.getLogger(__name__).info("runs synced to %s", describe(target))
     runner = Runner(
-        runs_dir=os.environ.get("RLOO_RUNS_DIR", "runs"),
+        runs_dir=runs_dir,
         max_concurrent=int(os.environ.get("RLOO_MAX_CONCURRENT_RUNS", "1")),
         backend=os.environ.get("RLOO_BACKEND", "thread"),
         num_processes=int(os.environ.get("RLOO_NUM_PROCESSES", "2")),
         limits=limits,
+        sync=RunSync(target) if target is not None else None,
     )
     controller = Controller(runner)
     demo = prepare(build_app(controller), limits)

@@ -68,7 +68,7 @@ def test_a_chunks_pyproject_has_its_modules_and_tests_and_keeps_the_rest(tmp_pat
         "rloo_demo/store/export.py",
         "rloo_demo/store/folder.py",
     ]  # a module: its file
-    assert len(settings["only_mutate"]) == len(CHUNKS["store"]["modules"]) == 8
+    assert len(settings["only_mutate"]) == len(CHUNKS["store"]["modules"]) == 9
     assert settings["pytest_add_cli_args_test_selection"] == CHUNKS["store"]["tests"]
     assert settings["pytest_add_cli_args"][-2:] == ["-m", "not slow"]  # the chunk's own selection after the rest
     assert settings["also_copy"] == ["assets", "docs"]
