@@ -251,6 +251,14 @@ _PLOT_PATTERNS = (  # phrases with numbers or names in them: (pattern on the Eng
     (re.compile(r"^(?P<label>base|trained) mean (?P<mean>\S+)$"), "plot.mean"),
     (re.compile(r"^(?P<name>.+) \(raw\)$"), "plot.raw"),
     (re.compile(r"^gradient variance, (?P<estimator>\w+)$"), "plot.variance_label"),
+    (re.compile(r"^sampled mean \((?P<n>\d+) seeds\)$"), "plot.sampled_mean"),
+    (
+        re.compile(
+            r"^Exact expected-update path vs sampled runs "
+            r"\(K = (?P<k>[^,]+), beta = (?P<beta>[^,]+), lr = (?P<lr>[^)]+)\)$"
+        ),
+        "plot.trajectory_title",
+    ),
     (re.compile(r"^cosine to reference, (?P<estimator>\w+)$"), "plot.cosine_label"),
 )
 
