@@ -47,7 +47,7 @@ NOT_IN_TRL = {
     "variance_every": "measured the gradient variance of every estimator every N steps (a lesson, not training)",
     "record_tokens": "recorded each completion's per-token log-probabilities and KL for the Rollouts tab",
     "snapshot_every": "kept a copy of the policy every N steps for the probe",
-    "output_dir": "the app's runs folder; TRL writes to output_dir below",
+    "output_dir": "the app's runs folder; TRL writes to output_dir above",
 }
 # How the app's engine trains a step faster than TRL's own loop; the same updates, so nothing to set in TRL.
 SPEEDUPS = (
@@ -137,8 +137,8 @@ def config_yaml(config: RunConfig, run_name: str, settings: dict, policy: str, f
         "# The app's settings that TRL lacks, with this run's values and what each did:",
     ]
     for name, what in NOT_IN_TRL.items():  # the runs folder's path is the server's, not the project's to show
-        value = "" if name == "output_dir" else f" {json.dumps(getattr(config, name))}"
-        lines.append(f"#   {name}:{value}  ({what})")
+        value = "" if name == "output_dir" else f": {json.dumps(getattr(config, name))}"
+        lines.append(f"#   {name}{value}  ({what})")
     lines.append(f"#   and {SPEEDUPS}.")
     lines.append(
         f"# The prompts ({PROMPTS_FILE}) were built from data_source {json.dumps(config.data_source)} with "
