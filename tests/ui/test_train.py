@@ -311,7 +311,8 @@ def test_the_runs_tab_offers_a_finished_run_as_a_trl_project_built_once_and_none
     per run and content as the other downloads, with no path of the server in it; hidden for a run in training."""
     button = by_id(page.handler["runs_trl_project"]("done", "en"))["run-trl-project"]
     served = value(button)  # gradio's copy of the file, in its cache
-    assert button.visible is True and served["orig_name"] == "done-trl-project.zip"
+    # what the update sets is what it was given (gradio sends an update's constructor arguments, not its defaults)
+    assert button.constructor_args["visible"] is True and served["orig_name"] == "done-trl-project.zip"
     with zipfile.ZipFile(served["path"]) as z:
         names = z.namelist()
         assert {"done-trl/config.yaml", "done-trl/rewards.py", "done-trl/prompts.jsonl", "done-trl/README.md"} <= set(
@@ -327,7 +328,7 @@ def test_the_runs_tab_offers_a_finished_run_as_a_trl_project_built_once_and_none
     live = RunFolder.create(RunConfig(output_dir=str(page.root), run_name="live"))
     assert live.status()["status"] == "running"
     hidden = by_id(page.handler["runs_trl_project"]("live", "en"))["run-trl-project"]
-    assert hidden.visible is False and value(hidden) is None
+    assert hidden.constructor_args == {"value": None, "visible": False, "render": False}
 
 
 def test_the_config_viewer_numbers_every_line_and_shows_it_as_text(page):
