@@ -9,6 +9,7 @@ estimator lab: ``variance``, ``arena`` and ``toy`` (why a leave-one-out baseline
     python -m rloo_demo arena --estimators rloo grpo reinforce --seeds 3   # paired runs, summary table
     python -m rloo_demo arena --estimators rloo reinforce --seeds 3 --reward-offset 1   # what the baseline buys
     python -m rloo_demo toy --eta 0 --k 4 --offset 1              # every estimator exactly, on a Bernoulli toy
+    python -m rloo_demo export-trl --run runs/<name> --out DIR    # the run as a project for TRL's `trl rloo`
     python -m rloo_demo train --rewards length_penalty --reward-module examples/rewards.py:keyword_count
 
 ``train`` also runs as N data-parallel processes, with rank 0 writing the run folder (docs/operating.md, "Scaling out"):
@@ -35,6 +36,7 @@ from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.arena import arena_estimators, run_arena
 from rloo_demo.chat import CHAT, to_messages
 from rloo_demo.config import TEMPERATURE_RANGE, RunConfig, help_text
+from rloo_demo.engine import trl_project
 from rloo_demo.errors import InputError, NotFound, UserError
 from rloo_demo.exact import command as trajectory_command
 from rloo_demo.i18n import Message
@@ -50,7 +52,7 @@ from rloo_demo.toy import markdown_table as toy_markdown
 # Commands whose work lives in a module of its own: each module's ``add_command(sub)`` adds its subparser and sets
 # its handler with ``set_defaults(handler=...)`` (a function of the parsed args returning the exit status), so a new
 # command touches cli.py by one line here. Errors are handled below, as for every command.
-COMMAND_MODULES: tuple = (trajectory_command,)
+COMMAND_MODULES: tuple = (trajectory_command, trl_project)
 
 
 class Parser(argparse.ArgumentParser):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
@@ -28,6 +29,12 @@ def peft_config(config: RunConfig):
 
 def rloo_config(config: RunConfig, trainer_dir: str | Path, num_processes: int = 1, **overrides):
     """TRL's ``RLOOConfig`` for this run (one generation per optimisation step, logging every step)."""
+    return RLOOConfig(**rloo_kwargs(config, trainer_dir, num_processes, **overrides))
+
+
+def rloo_kwargs(config: RunConfig, trainer_dir: str | Path, num_processes: int = 1, **overrides) -> dict:
+    """The keywords of the run's ``RLOOConfig``: the one mapping of a RunConfig to TRL's names, which the trainer
+    and an exported TRL project (``trl_settings``) both read."""
     batch = config.completions_per_step
     if batch % num_processes:
         raise ConfigError({"prompts_per_step": Message("trl.processes", batch=batch, processes=num_processes)})
@@ -65,4 +72,39 @@ def rloo_config(config: RunConfig, trainer_dir: str | Path, num_processes: int =
         disable_tqdm=True,
     )
     kwargs.update(overrides)
-    return RLOOConfig(**kwargs)
+    return kwargs
+
+
+# What a run's RLOOConfig holds that belongs to this app's process, not to a TRL project on another machine: where
+# the trainer writes (the project has its own folder), the device (TRL picks it there) and the progress bar (the
+# app draws its own; TRL's CLI shows tqdm).
+PROCESS_ONLY = ("output_dir", "use_cpu", "disable_tqdm")
+
+
+def trl_settings(config: RunConfig, run_name: str | None = None) -> dict:
+    """The run's settings under the names of TRL's ``trl rloo`` CLI (``RLOOConfig`` and ``ModelConfig`` fields),
+    for an exported project's config.yaml (``rloo_demo.store.trl_export``): ``rloo_kwargs`` with the weights the
+    trainer is given, less ``PROCESS_ONLY``, and LoRA as ``ModelConfig`` spells it."""
+    names = {"run_name": run_name} if run_name else {}
+    kwargs = rloo_kwargs(config, "output", reward_weights=config.weights, **names)
+    settings = {k: v for k, v in kwargs.items() if k not in PROCESS_ONLY}
+    lora = peft_config(config)
+    if lora is not None:  # ModelConfig's lora_task_type defaults to CAUSAL_LM, as peft_config's
+        settings.update(
+            use_peft=True,
+            lora_r=lora.r,
+            lora_alpha=lora.lora_alpha,
+            lora_dropout=lora.lora_dropout,
+            lora_target_modules=_target_modules(lora.target_modules),
+        )
+    return settings
+
+
+def _target_modules(target: str | set[str]) -> str | list[str]:
+    """LoRA's target modules as ``ModelConfig`` must be given them. "all-linear" stays a text (PEFT's shorthand);
+    ModelConfig turns a one-item list into its item, which PEFT reads as a regular expression of a module's whole
+    name, so one module goes as the expression that means what the list meant: the name, or a name ending in it."""
+    if isinstance(target, str):
+        return target
+    names = sorted(target)
+    return names if len(names) > 1 else rf"(.*\.)?{re.escape(names[0])}"

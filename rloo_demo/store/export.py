@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from rloo_demo.store.folder import RunFolder
@@ -35,9 +36,11 @@ _BUILDING = threading.Lock()  # one build at a time: a second asker of the same 
 _DIGEST = 10  # hex digits of an export folder's content stamp: "<run>-<digest>"
 
 
-def export_run(run: RunFolder, exports: Path) -> list[Path]:
+def export_run(run: RunFolder, exports: Path, build: Callable[[RunFolder, Path], None] | None = None) -> list[Path]:
     """The export files of ``run`` under ``exports`` (built if this run and content has none yet); none while the
-    run trains (``status.json`` says running): its downloads are ready once it has finished."""
+    run trains (``status.json`` says running): its downloads are ready once it has finished. ``build`` writes them
+    into a folder (the run's files, ``_build``, unless given: the TRL project's zip has an exports folder of its
+    own, ``rloo_demo.engine.trl_project``)."""
     if run.status().get("status") == "running":
         return []
     name = run.name
@@ -49,7 +52,7 @@ def export_run(run: RunFolder, exports: Path) -> list[Path]:
             exports.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=exports))  # this build's own
             try:
-                _build(run, tmp)
+                (build or _build)(run, tmp)
                 tmp.rename(folder)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -47,6 +47,7 @@ EVENT_COSTS: dict[str, float] = {
     "runs_arena": 5,
     "runs_arena_overlay": 6,
     "runs_details": 27,  # an export is built once per run and content (store.export)
+    "runs_trl_project": 18,  # the zip built once per run and content (benchmarks.md, "A run as a TRL project")
     "runs_notes": 9,
     "runs_label": 8,
     "ask": 7,

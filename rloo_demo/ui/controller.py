@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rloo_demo.config import RunConfig, is_valid_run_name
 from rloo_demo.engine.callbacks import run_phase
+from rloo_demo.engine.trl_project import zip_trl_project
 from rloo_demo.errors import ConfigError, InputError, NotFound, UserError, Waiting
 from rloo_demo.i18n import Message, in_locale, normalize, t
 from rloo_demo.prechecks import prerun_warnings
@@ -54,6 +55,7 @@ class Controller:
         self.events = EventGate(self.limits)  # every event's cost; the admission middleware charges it too
         self.builds = SharedBuilds()  # the figures and texts every page of this server shares (the Train tab's)
         self._exports = Path(tempfile.mkdtemp(prefix="rloo-exports-"))
+        self._trl_exports = Path(tempfile.mkdtemp(prefix="rloo-trl-exports-"))  # each run's TRL project zip
 
     # ------------------------------------------------------------------ errors and the page's language
 
@@ -330,9 +332,14 @@ class Controller:
         """Copies of a run's files for download, in this server's export folder (``store.export``)."""
         return export_run(self.runner.run(name), self._exports)
 
+    def trl_project(self, name) -> Path | None:
+        """A finished or stopped run as a TRL project's zip (``engine.trl_project``), built as the other exports."""
+        return next(iter(export_run(self.runner.run(name), self._trl_exports, zip_trl_project)), None)
+
     def close(self) -> None:
         self.runner.close()
         shutil.rmtree(self._exports, ignore_errors=True)
+        shutil.rmtree(self._trl_exports, ignore_errors=True)
 
 
 def _minutes(seconds: float) -> str:

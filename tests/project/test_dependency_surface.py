@@ -112,6 +112,20 @@ SURFACE: list[tuple[str, str, str, tuple[str, ...], str]] = [
         ("prompts=prompts, completions=completions, completion_ids=completion_ids_list",),
         "rewards, user_rewards",
     ),
+    # an exported TRL project names its reward functions "rewards.<name>": TRL's script imports such a dotted path
+    # with the working folder (the project's) first on sys.path
+    (
+        "source",
+        "trl.scripts.rloo",
+        "main",
+        (
+            'elif "." in func_name:',
+            'module_path, func_name = func_name.rsplit(".", 1)',
+            "sys.path.insert(0, os.getcwd())",
+            "module = importlib.import_module(module_path)",
+        ),
+        "trl_export",
+    ),
     # ------------------------------------------------------------------ TRL: the trainer's state we read or write
     ("attr", _RLOO, "_metrics", (), "capture"),
     ("source", _RLOO, "__init__", ('self._metrics = {"train": defaultdict(list)',), "capture"),

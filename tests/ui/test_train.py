@@ -17,6 +17,7 @@ import math
 import os
 import re
 import signal
+import zipfile
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -24,17 +25,19 @@ import gradio as gr
 import pytest
 import yaml
 from apputil import TickReads as _Ticks
-from apputil import app_for
+from apputil import app_for, value
 from apputil import train_tab_stub as _tab
 from factories import finished_run
 
 from rloo_demo import i18n
-from rloo_demo.config import MAX_REWARD_WEIGHT
+from rloo_demo.config import MAX_REWARD_WEIGHT, RunConfig
 from rloo_demo.errors import ConfigError, InputError, NotFound
+from rloo_demo.models.hub import ASSETS_DIR
 from rloo_demo.public.limits import LOCAL, PUBLIC
 from rloo_demo.server.cache import SharedBuilds
 from rloo_demo.server.readers import RunView
 from rloo_demo.server.runner import DEFAULT_RUN_SECONDS, ActiveRun, Runner
+from rloo_demo.store.folder import RunFolder
 from rloo_demo.ui import app as app_module
 from rloo_demo.ui import forms, plots
 from rloo_demo.ui.common import form_refusal
@@ -301,6 +304,31 @@ def test_run_details_hand_over_the_files_the_command_and_the_config(page):
     (page.root / "broken" / "config.yaml").write_text("{not yaml")
     with pytest.raises(NotFound, match="run 'broken' is unreadable"):
         page.controller.run_details("broken")
+
+
+def test_the_runs_tab_offers_a_finished_run_as_a_trl_project_built_once_and_none_for_a_run_in_training(page):
+    """The "Download as a TRL project" button (its own event beside the details): a finished run's zip, built once
+    per run and content as the other downloads, with no path of the server in it; hidden for a run in training."""
+    button = by_id(page.handler["runs_trl_project"]("done", "en"))["run-trl-project"]
+    served = value(button)  # gradio's copy of the file, in its cache
+    # what the update sets is what it was given (gradio sends an update's constructor arguments, not its defaults)
+    assert button.constructor_args["visible"] is True and served["orig_name"] == "done-trl-project.zip"
+    with zipfile.ZipFile(served["path"]) as z:
+        names = z.namelist()
+        assert {"done-trl/config.yaml", "done-trl/rewards.py", "done-trl/prompts.jsonl", "done-trl/README.md"} <= set(
+            names
+        )
+        assert yaml.safe_load(z.read("done-trl/config.yaml"))["max_steps"] == 2
+        texts = [z.read(n).decode() for n in names if n.endswith((".yaml", ".py", ".md", ".jsonl"))]
+    assert not [t for t in texts if str(page.root) in t or str(ASSETS_DIR) in t]
+    built = page.controller.trl_project("done")
+    stamp = os.stat(built).st_mtime_ns
+    page.handler["runs_trl_project"]("done", "en")
+    assert page.controller.trl_project("done") == built and os.stat(built).st_mtime_ns == stamp  # not built again
+    live = RunFolder.create(RunConfig(output_dir=str(page.root), run_name="live"))
+    assert live.status()["status"] == "running"
+    hidden = by_id(page.handler["runs_trl_project"]("live", "en"))["run-trl-project"]
+    assert hidden.constructor_args == {"value": None, "visible": False, "render": False}
 
 
 def test_the_config_viewer_numbers_every_line_and_shows_it_as_text(page):

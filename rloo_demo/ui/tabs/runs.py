@@ -138,6 +138,8 @@ def _components(page: Page) -> SimpleNamespace:
                 file_count="multiple",
                 elem_id="runs-downloads",
             )
+            # a finished run as a TRL project's zip (engine.trl_project), shown once its own event has built it
+            ui.trl_project = gr.DownloadButton(L("runs.trl_project"), visible=False, elem_id="run-trl-project")
             with gr.Accordion(L("runs.manage"), open=False, elem_id="runs-manage"):
                 public = page.controller.limits.public
                 gr.Markdown(L("runs.manage_public" if public else "runs.manage_local"), elem_classes=["rloo-small"])
@@ -254,6 +256,23 @@ def _wire(ui: SimpleNamespace, page: Page, tab: gr.Tab) -> None:
         [ui.run, page.locale],
         [ui.downloads, ui.command, ui.config, ui.message],
         api_name="runs_details",
+        api_visibility="private",
+    )
+
+    no_project = gr.DownloadButton(value=None, visible=False, render=False)
+
+    @guarded(controller, lambda msg, locale: {ui.message: error_markdown(msg, locale), ui.trl_project: no_project})
+    def trl_project(name, locale="en"):
+        """The run's TRL project, its own event beside ``details``: the downloads show while it builds (once per
+        run and content), and a run in training or one that failed has none."""
+        project = controller.trl_project(name) if name else None
+        return {ui.trl_project: gr.DownloadButton(value=str(project), visible=True) if project else no_project}
+
+    ui.run.change(
+        trl_project,
+        [ui.run, page.locale],
+        [ui.trl_project, ui.message],
+        api_name="runs_trl_project",
         api_visibility="private",
     )
 
