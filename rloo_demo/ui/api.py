@@ -63,7 +63,7 @@ EVENT_COSTS: dict[str, float] = {
     "show_runs": 3,
     "show_lessons": 3,  # a tab switch: the same as show_runs (nothing of its own reaches the server)
     "page_tick": 6,
-    "page_load": 24,  # every tab's first drawing, in a session gradio builds for it (22 ms measured, 6 Dec)
+    "page_load": 26,  # every tab's first drawing, in a session gradio builds for it (25 ms measured, 6 Dec)
     "page_language": 27,  # every tab's texts written again: what its three events cost (14 + 3 + 10) when apart
     # the named endpoints (gradio_client)
     "start_run": 10,

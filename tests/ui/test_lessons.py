@@ -113,3 +113,19 @@ def test_a_page_with_no_run_loads_the_lessons_in_its_language(empty_page, locale
         figure = json.loads(out[component["lesson-trajectory-plot"]].plot)
         assert len(figure["data"]) == len(data["figure"]["data"])
         assert figure["data"][0]["y"] == data["figure"]["data"][0]["y"]
+
+
+def test_a_lesson_is_drawn_once_per_language_and_again_when_its_file_changes(tmp_path, monkeypatch):
+    from rloo_demo.ui.tabs import lessons as tab
+
+    monkeypatch.setattr(views, "LESSONS_DIR", tmp_path)
+    path = tmp_path / TRAJECTORY.file
+    path.write_text(json.dumps({"rows": [{"estimator": "rloo", "exact_reward": 0.25}], "command": "first"}))
+    first = tab._drawn_one(TRAJECTORY, "ka")
+    assert tab._drawn_one(TRAJECTORY, "ka") is first  # the same drawing, not drawn again
+    assert tab._drawn_one(TRAJECTORY, "ro") is not first
+    path.write_text(json.dumps({"rows": [{"estimator": "rloo", "exact_reward": 0.125}], "command": "second one"}))
+    text, _, table = tab._drawn_one(TRAJECTORY, "ka")
+    assert "second one" in text and "0.1250" in table and "0.2500" not in table
+    path.unlink()
+    assert i18n.t("ka", "lessons.missing", file=TRAJECTORY.file) in tab._drawn_one(TRAJECTORY, "ka")[0]

@@ -6,6 +6,7 @@ its own reaches the server."""
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import gradio as gr
@@ -25,7 +26,13 @@ CSS = """
 
 
 def _drawn_one(lesson: views.Lesson, locale: str) -> tuple:
-    """(text, plot, table) of one lesson in ``locale``."""
+    """(text, plot, table) of one lesson in ``locale``: drawn once per language and version of its file, since every
+    page load sends it (reading, translating and encoding the figure again cost 35 ms of the load's CPU)."""
+    return _drawn_cached(lesson, locale, views.stamp(lesson))
+
+
+@functools.lru_cache(maxsize=64)
+def _drawn_cached(lesson: views.Lesson, locale: str, stamp) -> tuple:
     data = views.read(lesson)
     if data is None:
         return views.texts(lesson, None, locale), None, ""

@@ -58,6 +58,15 @@ def read(lesson: Lesson, folder: Path | None = None) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def stamp(lesson: Lesson, folder: Path | None = None) -> tuple[int, int] | None:
+    """The lesson file's (modification time in ns, size), or None: what tells a drawing of it is still current."""
+    try:
+        st = ((folder or LESSONS_DIR) / lesson.file).stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def _number(value, decimals: int) -> str:
     return f"{value:.{decimals}f}" if isinstance(value, int | float) and not isinstance(value, bool) else "–"
 
