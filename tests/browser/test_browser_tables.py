@@ -575,3 +575,22 @@ def test_a_run_is_renamed_from_the_runs_tab(site):
     assert "made by the table test" in page.inner_text("#runs-table")
     assert controller.run_notes("rename-me") == {"label": "renamed in the browser", "note": "made by the table test"}
     page.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("locale", LOCALES)
+def test_the_lessons_table_and_figure_read_at_both_sizes(site, locale):
+    """The Lessons tab, reached from the tab bar at both sizes: its figure drawn, its table's numbers on one line and
+    nothing past the screen's edge (the wide table scrolls in its own box on a phone)."""
+    from rloo_demo.ui.views.lessons import LESSONS, read
+
+    rows = len(read(LESSONS[0])["rows"])
+    for view, page in pages(site, locale):
+        show_tab(page, locale, "lessons")
+        page.wait_for_selector("#lesson-trajectory-plot .js-plotly-plot", timeout=60_000)
+        page.wait_for_function(TWO_FRAMES_JS)
+        page.screenshot(path=str(ARTIFACTS / f"tables-lessons-{view}-{locale}.png"), full_page=True)
+        cells = page.evaluate(CELLS_JS, "#lesson-trajectory-table")
+        assert len(cells) == 5 * (rows + 1), len(cells)  # the estimator and four numbers a row, and the headers
+        check_table(cells, f"{view} {locale} #lesson-trajectory-table")
+        check_boxes(page, "#lesson-trajectory-table", f"{view} {locale} #lesson-trajectory-table")
