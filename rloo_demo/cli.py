@@ -31,12 +31,14 @@ import sys
 import types
 import typing
 from dataclasses import MISSING, fields
+from pathlib import Path
 
 from rloo_demo.advantages import MAX_REWARD_OFFSET
 from rloo_demo.arena import arena_estimators, run_arena
 from rloo_demo.chat import CHAT, to_messages
 from rloo_demo.config import TEMPERATURE_RANGE, RunConfig, help_text
 from rloo_demo.engine import trl_project
+from rloo_demo.engine.trl_import import run_config_from_trl
 from rloo_demo.errors import InputError, NotFound, UserError
 from rloo_demo.exact import command as trajectory_command
 from rloo_demo.i18n import Message
@@ -93,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="run RLOO and write a run folder")
     tr.add_argument("--config", help="YAML or JSON file with RunConfig settings")
+    tr.add_argument(
+        "--trl-config", help="a config.yaml for TRL's `trl rloo --config` (what the app cannot honour is refused)"
+    )
     tr.add_argument("--evaluate", action="store_true", help="evaluate base vs trained when training ends")
     tr.add_argument("--stop-file", help="stop at the next step boundary once this file exists (used by the web app)")
     tr.add_argument(
@@ -183,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     base = RunConfig.load(args.config).to_dict() if getattr(args, "config", None) else {}
+    if getattr(args, "trl_config", None):  # TRL's own config: the same RunConfig, by trl_import
+        if base:
+            raise InputError("give --config or --trl-config, not both")
+        base = run_config_from_trl(_read(args.trl_config), Path(args.trl_config).parent).to_dict()
     names = {f.name for f in fields(RunConfig)}
     base.update({k: v for k, v in vars(args).items() if k in names})
     modules = getattr(args, "reward_module", None) or []
@@ -190,6 +199,12 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if modules and isinstance(rewards, list):  # a wrong type is left to RunConfig's type check
         base["rewards"] = rewards + [f"module:{m}" for m in modules]
     return RunConfig.from_dict(base)
+
+
+def _read(path: str) -> str:
+    if not Path(path).is_file():
+        raise NotFound(f"no such file: {path!r}")
+    return Path(path).read_text(encoding="utf-8")
 
 
 def cmd_train(args) -> int:

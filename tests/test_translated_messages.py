@@ -30,7 +30,7 @@ from rloo_demo.store.folder import RunFolder, stop_reason
 PACKAGE = ROOT / "rloo_demo"
 OTHERS = ("ru", "ka", "ro")
 # The command line speaks English by design (its output is checked word for word); these modules serve it alone.
-CLI_ONLY = {"rloo_demo/cli.py", "rloo_demo/arena.py", "rloo_demo/engine/meter.py"}
+CLI_ONLY = {"rloo_demo/cli.py", "rloo_demo/arena.py", "rloo_demo/engine/meter.py", "rloo_demo/engine/trl_import.py"}
 # A reward function's own failure inside a run: recorded as the run's error, with its traceback, not a refusal.
 RECORDED_FAILURES = {"RewardFunctionError"}
 # A text that is the same in every language: names and symbols (a JSON literal, a letter), short units.
