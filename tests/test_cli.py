@@ -108,6 +108,7 @@ def test_every_command_has_these_defaults():
     assert vars(parse(["train"])) == {
         "command": "train",
         "config": None,
+        "trl_config": None,
         "evaluate": False,
         "stop_file": None,
         "max_seconds": None,

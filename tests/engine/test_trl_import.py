@@ -2,7 +2,7 @@
 exported with export-trl comes back as the same RunConfig, a hand-written TRL config gives the RunConfig of the
 matching flags, and each setting the app cannot honour is refused by its name in one ``error:`` line.
 
-``python -m pytest tests/engine/test_trl_import.py`` (a few seconds)."""
+``python -m pytest tests/engine/test_trl_import.py`` (about 20 s: one test trains one step)."""
 
 import dataclasses
 
@@ -158,3 +158,18 @@ def test_the_yaml_as_written_by_hand_for_trl_parses_with_trls_parser_too(tmp_pat
     script, training, _, _ = make_parser().parse_args_and_config(["--config", str(path)])
     assert (script.dataset_name, training.max_completion_length) == ("x/y", 9)
     assert _import(path).max_new_tokens == 9
+
+
+def test_train_with_an_exported_config_trains_that_run(tmp_path, capsys):
+    """The flag end to end: an exported project's config.yaml trains (one step, flags on top) a run whose saved
+    settings are the imported ones."""
+    settings = dict(num_generations=2, prompts_per_step=2, max_new_tokens=4, learning_rate=3e-4, seed=7)
+    run = RunFolder.create(RunConfig(output_dir=str(tmp_path / "runs"), run_name="done", max_steps=3, **settings))
+    run.set_status("finished")
+    export_trl_project(run, tmp_path / "project")
+    argv = ["train", "--trl-config", str(tmp_path / "project" / "config.yaml"), "--max-steps", "1"]
+    argv += ["--output-dir", str(tmp_path / "again"), "--run-name", "again", "--snapshot-every", "0"]
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    saved = RunFolder(tmp_path / "again" / "again").config()
+    assert saved.data_source == str((tmp_path / "project" / PROMPTS_FILE).resolve())
+    assert {k: getattr(saved, k) for k in settings} == settings and saved.max_steps == 1
