@@ -225,6 +225,8 @@ def run_config_from_trl(yaml_text: str, base_dir: str | Path) -> RunConfig:
         if key not in settings:
             if key in ("use_peft", "lora_target_modules") and not fields["use_lora"]:
                 continue
+            if key in trl_settings(dataclasses.replace(config, use_lora=True)):
+                raise TrlConfigError(key, "a LoRA setting: it needs use_peft: true")
             raise TrlConfigError(key, "rloo-demo has no such setting (its trainer keeps TRL's default)")
         if not _same(wanted, settings[key]):
             raise TrlConfigError(key, f"{wanted!r} cannot be honoured: rloo-demo trains with {settings[key]!r}")

@@ -128,8 +128,9 @@ def test_trl_defaults_left_out_of_the_yaml_are_not_the_users_settings(tmp_path):
         ("reward_funcs: [nowhere.f]", "reward_funcs", "no file"),
         ("num_generations: 4\nper_device_train_batch_size: 6", "per_device_train_batch_size", "multiple"),
         ("dataset_train_split: test", "dataset_train_split", "'train' rows"),
+        ("lora_r: 4", "lora_r", "use_peft: true"),
     ],
-    ids=["scheduler", "unknown", "accumulation", "lora-dropout", "registry", "no-module", "batch", "split"],
+    ids=["scheduler", "unknown", "accumulation", "lora-dropout", "registry", "no-module", "batch", "split", "lora-off"],
 )
 def test_what_the_app_cannot_honour_is_refused_by_name_in_one_line(text, field, reason, tmp_path, capsys):
     (tmp_path / "c.yaml").write_text("dataset_name: stanfordnlp/imdb\n" + text + "\n")
