@@ -23,6 +23,9 @@ callback, no TRL metric, so no tracker gets it); tags only a tracker has (the en
 Offline: the run has ``HF_HUB_OFFLINE=1``, no ``TRACKIO_SPACE_ID``/``TRACKIO_SERVER_URL`` (the only ways trackio
 leaves the machine: a Space or a server) and a ``sitecustomize`` that refuses, and writes down, every internet
 socket the run opens; the test expects that list empty. trackio starts no dashboard outside a notebook.
+
+The Train form: a local server offers "none" and the installed trackers (those ``config.tracker_problem`` accepts,
+and no other); a public one hides the box and refuses any tracker sent past it.
 """
 
 import json
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -209,6 +213,55 @@ def test_trackios_store_holds_the_run_with_the_same_numbers(tracked_run):
     ours = logged(records)
     assert set(TRACKER_TAGS) <= set(ours)
     assert differences(ours, theirs, same_float) == {}
+
+
+# ----------------------------------------------------------------------------- the Train form's choice
+
+
+def tracker_box(monkeypatch, limits, missing=()):
+    """The Train form's report_to box as a server with ``limits`` builds it, with the modules in ``missing`` not
+    installed."""
+    import importlib.util
+
+    import gradio as gr
+
+    from rloo_demo.ui.forms import FIELD
+    from rloo_demo.ui.tabs import train_form
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
+    page = SimpleNamespace(controller=SimpleNamespace(limits=limits))
+    with gr.Blocks():
+        return train_form.box(page, FIELD["report_to"], "none")
+
+
+@pytest.mark.parametrize("missing", [(), ("trackio",), ("tensorboard", "trackio")], ids=["all", "no-trackio", "none"])
+def test_a_local_forms_trackers_are_none_and_the_installed_ones(monkeypatch, missing):
+    import importlib.util
+
+    from rloo_demo.public.limits import LOCAL
+
+    installed = [name for name in ("tensorboard", "trackio", "wandb") if importlib.util.find_spec(name) is not None]
+    box = tracker_box(monkeypatch, LOCAL, missing)
+    offered = [value for _, value in box.choices]
+    assert offered == ["none", *(name for name in installed if name not in missing)]
+    assert box.visible is True and box.value == "none"
+    for name in offered:  # a choice of the form is a tracker the config accepts, and the rest are refused
+        assert "report_to" not in RunConfig(report_to=name).problems(), name
+    for name in ("tensorboard", "trackio", "wandb"):
+        if name not in offered:
+            assert "report_to" in RunConfig(report_to=name).problems(), name
+
+
+def test_a_public_form_hides_the_trackers_and_refuses_any(monkeypatch):
+    from rloo_demo.public.limits import PUBLIC
+    from rloo_demo.ui.forms import form_settings
+
+    assert tracker_box(monkeypatch, PUBLIC).visible is False
+    assert form_settings({})["report_to"] == "none"  # what the hidden box leaves the form's settings
+    assert PUBLIC.config_problems(RunConfig(report_to="none")) == {}
+    for name in ("tensorboard", "trackio", "tensorboard,trackio"):  # even an installed one, sent past the form
+        assert set(PUBLIC.config_problems(RunConfig(report_to=name))) == {"report_to"}, name
 
 
 # ----------------------------------------------------------------------------- trackio, the extra
