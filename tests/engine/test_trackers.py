@@ -253,6 +253,14 @@ def test_a_local_forms_trackers_are_none_and_the_installed_ones(monkeypatch, mis
             assert "report_to" in RunConfig(report_to=name).problems(), name
 
 
+def test_the_forms_tracker_reaches_the_runs_config():
+    from rloo_demo.ui.forms import form_settings
+
+    for name in ("tensorboard", "trackio", "none"):
+        config = RunConfig(**form_settings({"rewards": ["vader_compound"], "w_vader_compound": 1.0, "report_to": name}))
+        assert config.report_to == name
+
+
 def test_a_public_form_hides_the_trackers_and_refuses_any(monkeypatch):
     from rloo_demo.public.limits import PUBLIC
     from rloo_demo.ui.forms import form_settings
