@@ -206,7 +206,12 @@ class RunConfig:
     # --- output
     output_dir: str = _f("runs", "help.output_dir", chars=4096)
     run_name: str | None = _f(None, "help.run_name")
-    report_to: str = _f("none", "help.report_to")
+    # on the form of a local server only, as a choice of the installed trackers (ui.tabs.train_form._trackers)
+    report_to: str = _f(
+        "none",
+        "help.report_to",
+        form=Widget("diagnostics", "train.report_to", "dropdown", info="train.report_to_info", shown="local"),
+    )
 
     # ------------------------------------------------------------------ derived
 

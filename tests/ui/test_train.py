@@ -592,6 +592,7 @@ def test_every_form_value_becomes_its_setting():
         "variance_every": 5.0,
         "bf16": True,
         "use_vllm": True,
+        "report_to": " tensorboard ",
     }
     assert forms.form_settings(values) == {
         "policy": "embedded:tiny-imdb-gpt2",
@@ -622,6 +623,7 @@ def test_every_form_value_becomes_its_setting():
         "beta": 0.07,
         "temperature": 0.9,
         "reward_offset": -0.3,
+        "report_to": "tensorboard",
     }
     # the prefixes added where the user left them out
     short = forms.form_settings(
@@ -654,6 +656,7 @@ def test_a_form_without_its_fields_reads_as_the_settings_defaults():
         "beta": 0.05,
         "temperature": 1.0,
         "reward_offset": 0.0,
+        "report_to": "none",
     }
     blank = forms.form_settings(
         {

@@ -10,7 +10,7 @@ import contextlib
 
 import gradio as gr
 
-from rloo_demo.config import setting
+from rloo_demo.config import TRACKERS, setting, tracker_problem
 from rloo_demo.models.hub import EMBEDDED_POLICY
 from rloo_demo.task.rewards import REWARDS
 from rloo_demo.ui.common import L, Page
@@ -110,6 +110,15 @@ def _variance_every(page: Page, f: FormField, value):
     return gr.Number(value, label=L(f.label), info=info, precision=0)
 
 
+def _trackers(page: Page, f: FormField, value):
+    """TRL's trackers a run can report to: "none" and those installed here (``config.tracker_problem``), so the
+    list never offers one that the config would refuse. A public server refuses every tracker (they write files or
+    reach the network: ``public.limits``), so it hides the box, which then sends "none"."""
+    installed = [name for name in TRACKERS if tracker_problem(name) is None]
+    public = page.controller.limits.public
+    return gr.Dropdown(["none", *installed], value=value, label=L(f.label), info=L(f.widget.info), visible=not public)
+
+
 # The few boxes whose shape depends on the server (its limits) or is their own; every other one is built by ``box``.
 SPECIAL = {
     "policy": _policy,
@@ -121,4 +130,5 @@ SPECIAL = {
     ),
     **{name: _reward_box for text, _, weight, *_ in OWN_REWARDS for name in (text, weight)},
     "variance_every": _variance_every,
+    "report_to": _trackers,
 }
