@@ -410,9 +410,9 @@ def test_launch_options_for_a_local_and_a_public_server(monkeypatch):
     assert local["max_file_size"] == 1 and local["show_error"] is True and local["ssr_mode"] is False
     # the page's own CSS, then each tab's, in the tabs' order
     from rloo_demo.ui.style import PAGE_CSS
-    from rloo_demo.ui.tabs import rollouts, runs
+    from rloo_demo.ui.tabs import lessons, rollouts, runs
 
-    tabs_css = train_tab.CSS + rollouts.ROLLOUTS_CSS + compare_tab.COMPARE_CSS + runs.RUNS_CSS
+    tabs_css = train_tab.CSS + rollouts.ROLLOUTS_CSS + compare_tab.COMPARE_CSS + runs.RUNS_CSS + lessons.CSS
     assert local["css"] == PAGE_CSS + tabs_css
     assert local["head"] == app_module.locale_switch.HEAD
     assert isinstance(local["theme"], gr.themes.Soft) and isinstance(local["i18n"], gr.I18n)
