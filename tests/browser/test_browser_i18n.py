@@ -14,7 +14,7 @@ from rloo_demo.i18n import LOCALES, load
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 BROWSER_LANGUAGE = {"en": "en-US", "ro": "ro-RO", "ka": "ka-GE", "ru": "ru-RU"}
-TABS = ("train", "rollouts", "compare", "runs")
+TABS = ("train", "rollouts", "compare", "runs", "lessons")
 
 
 def test_each_locale_renders_every_tab(tmp_path):

@@ -151,7 +151,7 @@ def test_the_page_load_gives_each_tab_its_own_label_the_visitor_its_id_and_the_l
         demo = build_app(controller)
         load = next(f for f in demo.fns.values() if f.api_name == "page_load")
         tabs = {b.id: b for b in demo.blocks.values() if isinstance(b, gr.Tab)}
-        assert sorted(tabs) == ["compare", "rollouts", "runs", "train"]
+        assert sorted(tabs) == ["compare", "lessons", "rollouts", "runs", "train"]
         out = load.fn(None, "visitor-1", "ru-RU")  # no request: a call outside gradio
         labels = {
             tab_id: out[tab].label.to_dict()["key"] if isinstance(out[tab].label, I18nData) else out[tab].label
