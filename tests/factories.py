@@ -181,3 +181,25 @@ def expected_cut(prompt: str, new_tokens: int) -> int:
     tokens = len(_tokenizer(str(ASSETS_DIR / "tiny-imdb-gpt2"))(prompt).input_ids)
     assert tokens > 256 - new_tokens, "the test's prompt must overflow the embedded policy's 256 positions"
     return tokens - (256 - new_tokens)
+
+
+# A run's settings away from every default, each value different from the others, for the TRL export and import
+# tests: a setting dropped or swapped on the way shows as TRL's default or as its neighbour's value.
+NON_DEFAULT_RUN = dict(
+    learning_rate=3e-4,
+    num_generations=3,
+    prompts_per_step=2,
+    max_steps=7,
+    beta=0.2,
+    temperature=0.7,
+    top_p=0.9,
+    max_new_tokens=11,
+    seed=1234,
+    normalize_advantages=True,
+    reward_offset=0.5,
+    snapshot_every=0,
+    use_lora=True,
+    lora_r=4,
+    lora_alpha=12,
+    lora_target_modules=["c_attn"],
+)

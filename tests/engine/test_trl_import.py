@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 import yaml
+from factories import NON_DEFAULT_RUN
 
 from rloo_demo.cli import build_parser, config_from_args
 from rloo_demo.cli import main as cli_main
@@ -18,25 +19,9 @@ from rloo_demo.store.folder import RunFolder
 from rloo_demo.store.trl_export import IN_FILES, NOT_IN_TRL, PROMPTS_FILE
 
 # Non-default values throughout, each different from the others, so that a dropped or swapped one shows.
-SETTINGS = dict(
-    learning_rate=3e-4,
-    num_generations=3,
-    prompts_per_step=2,
-    max_steps=7,
-    beta=0.2,
-    temperature=0.7,
-    top_p=0.9,
-    max_new_tokens=11,
-    seed=1234,
-    normalize_advantages=True,
+SETTINGS = NON_DEFAULT_RUN | dict(
     rewards=["vader_compound", "length_penalty", "keyword:great", "length_target:12"],
     reward_weights=[0.7, 0.2, 1.5, 0.4],
-    reward_offset=0.5,
-    snapshot_every=0,
-    use_lora=True,
-    lora_r=4,
-    lora_alpha=12,
-    lora_target_modules=["c_attn"],
     bf16=True,
     report_to="tensorboard",
 )

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import yaml
+from factories import NON_DEFAULT_RUN
 from peft.tuners.tuners_utils import check_target_module_exists
 from trl import get_peft_config
 from trl.scripts.rloo import make_parser
@@ -26,26 +27,7 @@ from rloo_demo.store.trl_export import IN_FILES, NOT_IN_TRL, write_trl_project
 from rloo_demo.task.rewards import WeightedReward
 
 # Non-default values throughout, so that a setting the export drops shows as TRL's default instead.
-SETTINGS = dict(
-    learning_rate=3e-4,
-    num_generations=3,
-    prompts_per_step=2,
-    max_steps=7,
-    beta=0.2,
-    temperature=0.7,
-    top_p=0.9,
-    max_new_tokens=11,
-    seed=1234,
-    normalize_advantages=True,
-    prompt_template="continuation",
-    prompt_words=5,
-    reward_offset=0.5,
-    snapshot_every=0,
-    use_lora=True,
-    lora_r=4,
-    lora_alpha=12,
-    lora_target_modules=["c_attn"],
-)
+SETTINGS = NON_DEFAULT_RUN | dict(prompt_template="continuation", prompt_words=5)
 
 
 def _run(root, name="done", status="finished", **changes) -> RunFolder:
